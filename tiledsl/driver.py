@@ -1,0 +1,126 @@
+"""The compiler's front door: text -> checked kernels -> passes -> source + launch.
+
+    compiled = compile_file("examples/hgemm.tile")
+    compiled.source         # CUDA C++
+    compiled.launches       # one Launch per kernel
+    compiled.snapshots      # (stage, KernelIR, ran) after lowering and every pass
+
+Every stage is a pure function of the previous one's value. All semantic errors
+of the file (every kernel) are gathered into one TileError before lowering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .emit import emit
+from .errors import Collector, TileError
+from .ir import KernelIR
+from .launch import Launch, launch_of
+from .lower import lower
+from .parser import parse
+from .passes import run_pipeline
+from .schedule import Analysis, analyze
+from .support import refuse_unbuilt
+from .syntax import Program
+from .targets import parse_target_name
+from .verify import verify
+
+Snapshot = tuple[str, KernelIR, bool]
+
+
+@dataclass
+class Compiled:
+    file: str
+    kernels: tuple[KernelIR, ...]
+    source: str
+    launches: tuple[Launch, ...]
+    snapshots: list[Snapshot] = field(default_factory=list)
+
+    def kernel(self, name: str | None = None) -> KernelIR:
+        if name is None:
+            return self.kernels[0]
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+
+def analyze_program(program: Program, target: str | None = None) -> list[Analysis]:
+    """Check every kernel of a file and refuse what is not built; one report for all problems."""
+    errs = Collector()
+    analyses = []
+    for kernel in program.kernels:
+        try:
+            analysis = analyze(kernel, target)
+        except TileError as err:
+            errs.diagnostics.extend(err.diagnostics)
+            continue
+        refuse_unbuilt(analysis, errs)
+        analyses.append(analysis)
+    errs.raise_if_any(program.source)
+    return analyses
+
+
+def lower_program(
+    program: Program,
+    target: str | None = None,
+    stop_after: str | None = None,
+    after_each: Callable[[str, KernelIR, bool], None] | None = None,
+) -> tuple[KernelIR, ...]:
+    """Analyze, lower and run the pass pipeline on every kernel, verifying after each stage."""
+    key = None
+    if target is not None:
+        key = parse_target_name(target)
+        if key is None:
+            from .errors import UsageError
+            from .targets import TARGETS
+
+            raise UsageError(f"unknown target '{target}'; targets are: {', '.join(TARGETS)}")
+
+    def checked(stage: str, kernel: KernelIR, ran: bool) -> None:
+        if ran:
+            verify(kernel, after=stage)
+        if after_each:
+            after_each(stage, kernel, ran)
+
+    kernels = []
+    try:
+        for analysis in analyze_program(program, key):
+            kernels.append(run_pipeline(lower(analysis), stop_after, checked))
+    except TileError as err:
+        raise err.with_source(program.source) from None
+    return tuple(kernels)
+
+
+def compile_program(program: Program, target: str | None = None, stop_after: str | None = None,
+                    after_each=None) -> Compiled:
+    snapshots: list[Snapshot] = []
+
+    def record(stage: str, kernel: KernelIR, ran: bool) -> None:
+        snapshots.append((stage, kernel, ran))
+        if after_each:
+            after_each(stage, kernel, ran)
+
+    kernels = lower_program(program, target, stop_after, record)
+    source = emit(kernels, Path(program.file).name)
+    return Compiled(program.file, kernels, source, tuple(launch_of(k) for k in kernels), snapshots)
+
+
+def compile_source(text: str, file: str = "<string>", target: str | None = None,
+                   stop_after: str | None = None, after_each=None) -> Compiled:
+    return compile_program(parse(text, file), target, stop_after, after_each)
+
+
+def compile_file(path: str | Path, target: str | None = None, stop_after: str | None = None,
+                 after_each=None) -> Compiled:
+    path = Path(path)
+    return compile_source(path.read_text(), str(path), target, stop_after, after_each)
+
+
+def lower_file(path: str | Path, target: str | None = None,
+               stop_after: str | None = None) -> tuple[KernelIR, ...]:
+    path = Path(path)
+    return lower_program(parse(path.read_text(), str(path)), target, stop_after)

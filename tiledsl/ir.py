@@ -1,0 +1,225 @@
+"""The tiledsl IR: one kernel as a frozen tree of tiles, fragments, loops and barriers.
+
+    KernelIR  = name, Gemm (operands, sizes, op), Schedule, Target,
+                warps (WM x WN of warp_width lanes), SharedBuffer*, Fragment*, body: Stmt*
+    Stmt      = For(var, start, stop, step, body, unroll)
+              | Copy(dst: Tile, src: Tile, vector, by: block|warp, mode: sync|async)
+              | Fill(frag, value)
+              | LoadFrag(frag, src: Tile)           warp-collective
+              | Mma(acc, a, b)                      warp-collective: acc += a * b
+              | StoreFrag(dst: Tile, frag)          warp-collective
+              | Barrier(scope: block|warp, reason)
+    Tile      = GlobalTile(operand, origin (r, c), offset (r, c), rows, cols)
+              | SharedTile(buffer, slot, offset (r, c), rows, cols)
+    FragRef   = fragment name [i][j]
+
+Index expressions (tiledsl.expr) may use: `bm`, `bn` (the block's tile, after the
+swizzle), `wm`, `wn`, `warp` (the warp's place), loop variables, and the operand
+dims (`M`, `N`, `K`). Copies are cooperative: `by=block` spreads vector chunks over
+all threads of the block, `by=warp` over the lanes of each warp (each warp its own
+tile). A GlobalTile keeps the block tile's origin apart from the offset inside it,
+so that smem-tiling can turn "A at origin o, offset x" into "As, offset x".
+
+Nodes are frozen; passes build new trees with `dataclasses.replace`. Locations
+(`loc`, the `.tile` directive that asked for a node) are excluded from equality.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import NOWHERE, Loc
+from .expr import Expr
+from .schedule import Gemm, Schedule
+from .targets import Target
+
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+C_TYPES = {"f16": "half", "bf16": "__nv_bfloat16", "f32": "float"}
+
+
+@dataclass(frozen=True)
+class GlobalTile:
+    operand: str
+    origin: tuple[Expr, Expr]
+    offset: tuple[Expr, Expr]
+    rows: int
+    cols: int
+
+
+@dataclass(frozen=True)
+class SharedTile:
+    buffer: str
+    slot: Expr
+    offset: tuple[Expr, Expr]
+    rows: int
+    cols: int
+
+
+Tile = GlobalTile | SharedTile
+
+
+@dataclass(frozen=True)
+class FragRef:
+    name: str
+    i: int = 0
+    j: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.name}[{self.i}][{self.j}]"
+
+
+@dataclass(frozen=True)
+class SharedBuffer:
+    """`slots` tiles of rows x cols elements, each row `pitch` elements apart."""
+
+    name: str
+    dtype: str
+    slots: int
+    rows: int
+    cols: int
+    pitch: int
+    purpose: str  # what it holds, for the IR text and the emitted comment
+    loc: Loc = field(default=NOWHERE, compare=False)
+
+    @property
+    def size_bytes(self) -> int:
+        return self.slots * self.rows * self.pitch * DTYPE_BYTES[self.dtype]
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """A WMMA fragment array `name[count_i][count_j]`, held by each warp."""
+
+    name: str
+    role: str  # "matrix_a", "matrix_b", "accumulator"
+    shape: tuple[int, int, int]
+    dtype: str
+    layout: str | None  # "row" / "col" for matrix_a/b; None for the accumulator
+    count: tuple[int, int] = (1, 1)
+
+    @property
+    def rows(self) -> int:
+        m, n, k = self.shape
+        return {"matrix_a": m, "matrix_b": k, "accumulator": m}[self.role]
+
+    @property
+    def cols(self) -> int:
+        m, n, k = self.shape
+        return {"matrix_a": k, "matrix_b": n, "accumulator": n}[self.role]
+
+
+@dataclass(frozen=True)
+class For:
+    var: str
+    start: Expr
+    stop: Expr
+    step: int
+    body: tuple[Stmt, ...]
+    unroll: bool = False
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class Copy:
+    dst: Tile
+    src: Tile
+    vector: int  # elements per chunk (one vector load/store)
+    by: str  # "block" or "warp"
+    mode: str = "sync"  # "sync" or "async"
+    loc: Loc = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Fill:
+    frag: FragRef
+    value: float = 0.0
+
+
+@dataclass(frozen=True)
+class LoadFrag:
+    frag: FragRef
+    src: Tile
+
+
+@dataclass(frozen=True)
+class Mma:
+    acc: FragRef
+    a: FragRef
+    b: FragRef
+
+
+@dataclass(frozen=True)
+class StoreFrag:
+    dst: Tile
+    frag: FragRef
+
+
+@dataclass(frozen=True)
+class Barrier:
+    scope: str  # "block" (__syncthreads) or "warp" (__syncwarp)
+    reason: str
+    loc: Loc = field(default=NOWHERE, compare=False)
+
+
+Stmt = For | Copy | Fill | LoadFrag | Mma | StoreFrag | Barrier
+
+
+@dataclass(frozen=True)
+class KernelIR:
+    name: str
+    gemm: Gemm
+    schedule: Schedule
+    target: Target
+    warps: tuple[int, int]  # warps along M and N
+    buffers: tuple[SharedBuffer, ...]
+    fragments: tuple[Fragment, ...]
+    body: tuple[Stmt, ...]
+
+    @property
+    def warp_count(self) -> int:
+        return self.warps[0] * self.warps[1]
+
+    @property
+    def threads(self) -> int:
+        return self.warp_count * self.target.warp_width
+
+    @property
+    def smem_bytes(self) -> int:
+        return sum(_aligned(b.size_bytes) for b in self.buffers)
+
+    def buffer(self, name: str) -> SharedBuffer:
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    def fragment(self, name: str) -> Fragment:
+        for f in self.fragments:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+
+SMEM_ALIGN = 128
+
+
+def _aligned(nbytes: int) -> int:
+    """Buffers start on 128-byte boundaries (16 is needed for vectors; 128 keeps rows in phase)."""
+    return -(-nbytes // SMEM_ALIGN) * SMEM_ALIGN
+
+
+def buffer_offsets(kernel: KernelIR) -> dict[str, int]:
+    """Byte offset of each shared buffer inside the kernel's dynamic shared memory."""
+    offsets, at = {}, 0
+    for b in kernel.buffers:
+        offsets[b.name] = at
+        at += _aligned(b.size_bytes)
+    return offsets
+
+
+def walk(body: tuple[Stmt, ...]):
+    """Every statement, depth first, loops before their bodies."""
+    for s in body:
+        yield s
+        if isinstance(s, For):
+            yield from walk(s.body)

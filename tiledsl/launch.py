@@ -1,0 +1,49 @@
+"""The launch description written beside generated source: how to call the kernel.
+
+    {"kernel": "hgemm", "grid": {"x": "(M + 63) / 64 * ((N + 63) / 64)", "y": 1, "z": 1},
+     "block": {"x": 512, "y": 1, "z": 1}, "dynamic_shared_memory_bytes": 8192,
+     "args": [["A", "const half*"], ..., ["M", "int"], ...]}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .expr import Expr, evaluate, to_c
+from .grid import grid_size
+from .ir import C_TYPES, KernelIR
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str
+    grid: Expr  # number of blocks, over the size parameters
+    threads: int
+    smem_bytes: int
+    args: tuple[tuple[str, str], ...]  # (name, C type) in call order
+    block_tile: tuple[int, int, int]
+
+    def blocks(self, sizes: dict[str, int]) -> int:
+        return int(evaluate(self.grid, sizes))
+
+    def to_json(self) -> dict:
+        return {
+            "kernel": self.kernel,
+            "grid": {"x": to_c(self.grid, named=False), "y": 1, "z": 1},
+            "block": {"x": self.threads, "y": 1, "z": 1},
+            "dynamic_shared_memory_bytes": self.smem_bytes,
+            "args": [list(a) for a in self.args],
+            "block_tile": list(self.block_tile),
+        }
+
+
+def launch_of(kernel: KernelIR) -> Launch:
+    g = kernel.gemm
+    args = (
+        (g.a.name, f"const {C_TYPES[g.a.dtype]}*"),
+        (g.b.name, f"const {C_TYPES[g.b.dtype]}*"),
+        (g.c.name, f"{C_TYPES[g.c.dtype]}*"),
+        *((name, "int") for name in g.size_args),
+    )
+    return Launch(kernel.name, grid_size(kernel), kernel.threads, kernel.smem_bytes, args,
+                  kernel.schedule.block)

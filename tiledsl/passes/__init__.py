@@ -1,0 +1,76 @@
+"""The pass registry and the pipeline loop.
+
+A pass is a pure function of the kernel: `Pass.run(kernel) -> kernel`, switched
+on by its schedule directive (`enabled`). The pipeline runs the enabled passes
+in order and calls `after_each(name, kernel)` after every one — where the
+verifier runs, and where `--print-ir-after-all` and pictures hook in.
+
+Passes not built yet (warp-coarsening, multi-buffering, padding, swizzle,
+sync-elimination) are not registered; `tiledsl.support` refuses their
+directives before the pipeline starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..errors import Diagnostic, TileError
+from ..ir import KernelIR
+from ..schedule import Schedule
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    directive: str  # the schedule directive that switches it on
+    run: Callable[[KernelIR], KernelIR]
+    enabled: Callable[[Schedule], bool]
+    summary: str
+
+
+def _registry() -> tuple[Pass, ...]:
+    from .epilogue_staging import epilogue_staging
+    from .smem_tiling import smem_tiling
+
+    return (
+        Pass("smem-tiling", "stages", smem_tiling, lambda s: s.stages >= 1,
+             "stages A and B tiles through shared memory, with barriers around the compute"),
+        Pass("epilogue-staging", "epilogue_via", epilogue_staging,
+             lambda s: s.epilogue_via == "shared",
+             "stores C through a per-warp shared-memory tile: converted, coalesced stores"),
+    )
+
+
+PASSES: tuple[Pass, ...] = _registry()
+#: The IR straight out of lowering, before any pass; `--stop-after lower` emits it.
+LOWER = "lower"
+STAGE_NAMES = (LOWER,) + tuple(p.name for p in PASSES)
+
+
+def run_pipeline(
+    kernel: KernelIR,
+    stop_after: str | None = None,
+    after_each: Callable[[str, KernelIR, bool], None] | None = None,
+) -> KernelIR:
+    """Run every enabled pass in order; `after_each(name, kernel, ran)` sees each result."""
+    if after_each:
+        after_each(LOWER, kernel, True)
+    if stop_after == LOWER:
+        return kernel
+    for p in PASSES:
+        ran = p.enabled(kernel.schedule)
+        if ran:
+            try:
+                kernel = p.run(kernel)
+            except TileError as err:
+                raise TileError([_in_pass(d, p.name) for d in err.diagnostics], err.source) from err
+        if after_each:
+            after_each(p.name, kernel, ran)
+        if stop_after == p.name:
+            break
+    return kernel
+
+
+def _in_pass(d: Diagnostic, name: str) -> Diagnostic:
+    return Diagnostic(d.loc, f"in pass {name}: {d.message}", d.notes, d.severity)

@@ -1,0 +1,77 @@
+"""Device models: warp width, fragment shapes and per-block / per-multiprocessor limits.
+
+Every limit the compiler enforces comes from here, so that a schedule is refused
+before any code is written. Numbers are NVIDIA's published limits for each
+compute capability and, for MUSA MP_22 (the S4000), the values the S4000 seed
+reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Shape = tuple[int, int, int]
+
+_WMMA_F16: tuple[Shape, ...] = ((16, 16, 16), (32, 8, 16), (8, 32, 16))
+
+
+@dataclass(frozen=True)
+class Target:
+    vendor: str  # "cuda" or "musa"
+    arch: str  # "sm_90", "mp_22", ...
+    warp_width: int
+    max_threads_per_block: int
+    max_threads_per_sm: int
+    registers_per_sm: int
+    max_registers_per_thread: int
+    max_smem_per_block: int  # bytes, with the opt-in for dynamic shared memory
+    smem_per_sm: int
+    mma_shapes: dict[str, tuple[Shape, ...]]  # input dtype -> fragment shapes (M, N, K)
+    has_cp_async: bool
+    emitter_built: bool  # whether `tiledsl compile` can write source for it yet
+
+    @property
+    def name(self) -> str:
+        return f"{self.vendor} {self.arch}"
+
+    @property
+    def compute_capability(self) -> str:
+        """'90' for sm_90: what nvcc's -arch and NVRTC's --gpu-architecture want."""
+        return self.arch.split("_", 1)[1]
+
+
+TARGETS: dict[str, Target] = {
+    "cuda sm_80": Target(
+        "cuda", "sm_80", 32, 1024, 2048, 65536, 255, 166912, 167936,
+        {"f16": _WMMA_F16, "bf16": _WMMA_F16}, True, True,
+    ),
+    "cuda sm_90": Target(
+        "cuda", "sm_90", 32, 1024, 2048, 65536, 255, 232448, 233472,
+        {"f16": _WMMA_F16, "bf16": _WMMA_F16}, True, True,
+    ),
+    "cuda sm_120": Target(
+        "cuda", "sm_120", 32, 1024, 1536, 65536, 255, 101376, 102400,
+        {"f16": _WMMA_F16, "bf16": _WMMA_F16}, True, True,
+    ),
+    "musa mp_22": Target(
+        "musa", "mp_22", 128, 1024, 6144, 131072, 256, 73728, 73728,
+        {"f16": ((16, 8, 8), (16, 16, 8), (16, 16, 16), (32, 32, 16))}, False, False,
+    ),
+}
+
+DEFAULT_TARGET = "cuda sm_90"
+
+
+def parse_target_name(text: str) -> str | None:
+    """Normalise 'cuda sm_90', 'cuda:sm_90', 'sm_90', 'cuda' or 'musa' to a TARGETS key."""
+    words = text.replace(":", " ").split()
+    if len(words) == 1:
+        word = words[0]
+        if word == "cuda":
+            return DEFAULT_TARGET
+        if word == "musa":
+            return "musa mp_22"
+        matches = [key for key in TARGETS if key.endswith(" " + word)]
+        return matches[0] if matches else None
+    key = " ".join(words)
+    return key if key in TARGETS else None

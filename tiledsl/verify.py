@@ -1,0 +1,136 @@
+"""Invariants of the IR, checked after lowering and after every pass.
+
+A failure here is a compiler bug or a schedule that crosses a target limit; it
+is reported as a located TileError (the directive that asked for the offending
+part), never as a crash in the emitter or on the GPU.
+"""
+
+from __future__ import annotations
+
+from .errors import Collector
+from .expr import BinOp, Const, Expr, Var, variables
+from .ir import (DTYPE_BYTES, Barrier, Copy, Fill, For, GlobalTile, KernelIR, LoadFrag, Mma,
+                 SharedTile, StoreFrag)
+
+KERNEL_VARS = frozenset({"bm", "bn", "wm", "wn", "warp"})
+THREAD_VARS = frozenset({"wm", "wn", "warp"})  # differ between threads of one block
+
+
+def verify(kernel: KernelIR, after: str = "lower") -> None:
+    """Raise TileError if `kernel` breaks an invariant (`after` names the stage, for the message)."""
+    errs = Collector()
+    s, t = kernel.schedule, kernel.target
+    if kernel.threads > t.max_threads_per_block:
+        errs.add(s.loc("block"), f"{kernel.threads} threads per block; {t.name} allows "
+                 f"{t.max_threads_per_block}", "use a smaller block tile or coarsen warps")
+    if kernel.smem_bytes > t.max_smem_per_block:
+        errs.add(s.loc("stages"), f"{kernel.smem_bytes} bytes of shared memory per block; "
+                 f"{t.name} allows {t.max_smem_per_block}",
+                 "use fewer stages, a smaller block tile or less padding")
+    frags = {f.name: f for f in kernel.fragments}
+    buffers = {b.name: b for b in kernel.buffers}
+    bounds = {"wm": (0, kernel.warps[0] - 1), "wn": (0, kernel.warps[1] - 1),
+              "warp": (0, kernel.warp_count - 1)}
+    sizes = set(kernel.gemm.size_args)
+
+    def problem(msg: str) -> None:
+        errs.add(s.kernel_loc, f"invalid IR after {after}: {msg}",
+                 "this is a tiledsl bug; please report it with the .tile file")
+
+    def check_expr(e: Expr, scope: frozenset[str]) -> None:
+        unknown = variables(e) - scope - KERNEL_VARS - sizes
+        if unknown:
+            problem(f"'{sorted(unknown)[0]}' is used outside the loop that defines it")
+
+    def check_tile(tile, scope) -> None:
+        for e in tile.offset:
+            check_expr(e, scope)
+        if isinstance(tile, SharedTile):
+            buf = buffers.get(tile.buffer)
+            if buf is None:
+                problem(f"shared buffer '{tile.buffer}' is not declared")
+                return
+            check_expr(tile.slot, scope)
+            for e, extent, limit, what in ((tile.offset[0], tile.rows, buf.rows, "rows"),
+                                           (tile.offset[1], tile.cols, buf.cols, "columns"),
+                                           (tile.slot, 1, buf.slots, "slots")):
+                lo, hi = interval(e, bounds)
+                if lo < 0 or hi + extent > limit:
+                    problem(f"a {tile.rows}x{tile.cols} tile of {buf.name} reaches {what} "
+                            f"[{lo}, {hi + extent}) outside [0, {limit})")
+        else:
+            for e in tile.origin:
+                check_expr(e, scope)
+
+    def check_frag(ref, role: str) -> None:
+        f = frags.get(ref.name)
+        if f is None:
+            problem(f"fragment '{ref.name}' is not declared")
+        elif f.role != role:
+            problem(f"fragment '{ref.name}' is a {f.role}, used as a {role}")
+        elif not (0 <= ref.i < f.count[0] and 0 <= ref.j < f.count[1]):
+            problem(f"fragment {ref} is outside {ref.name}[{f.count[0]}][{f.count[1]}]")
+
+    def walk(body, scope: frozenset[str]) -> None:
+        for stmt in body:
+            if isinstance(stmt, For):
+                for e in (stmt.start, stmt.stop):
+                    check_expr(e, scope)
+                    if variables(e) & THREAD_VARS:
+                        problem(f"loop {stmt.var} has thread-dependent bounds (barriers inside "
+                                "would diverge)")
+                if isinstance(stmt.start, Const) and isinstance(stmt.stop, Const):
+                    bounds[stmt.var] = (stmt.start.value, stmt.stop.value - 1)
+                walk(stmt.body, scope | {stmt.var})
+            elif isinstance(stmt, Copy):
+                check_tile(stmt.dst, scope)
+                check_tile(stmt.src, scope)
+                if (stmt.dst.rows, stmt.dst.cols) != (stmt.src.rows, stmt.src.cols):
+                    problem("a copy's source and destination tiles differ in shape")
+                if stmt.src.cols % stmt.vector:
+                    problem(f"copy vector {stmt.vector} does not divide a {stmt.src.cols}-wide row")
+            elif isinstance(stmt, (LoadFrag, StoreFrag)):
+                tile = stmt.src if isinstance(stmt, LoadFrag) else stmt.dst
+                check_tile(tile, scope)
+                f = frags.get(stmt.frag.name)
+                if f and (tile.rows, tile.cols) != (f.rows, f.cols):
+                    problem(f"{stmt.frag} is {f.rows}x{f.cols} but its tile is "
+                            f"{tile.rows}x{tile.cols}")
+                if isinstance(stmt, StoreFrag):
+                    check_frag(stmt.frag, "accumulator")
+                elif f is not None:
+                    check_frag(stmt.frag, f.role)
+            elif isinstance(stmt, Mma):
+                check_frag(stmt.acc, "accumulator")
+                check_frag(stmt.a, "matrix_a")
+                check_frag(stmt.b, "matrix_b")
+            elif isinstance(stmt, Fill):
+                check_frag(stmt.frag, "accumulator")
+            elif isinstance(stmt, Barrier):
+                if stmt.scope not in ("block", "warp"):
+                    problem(f"unknown barrier scope '{stmt.scope}'")
+
+    walk(kernel.body, frozenset())
+    for b in kernel.buffers:
+        if b.pitch < b.cols or (b.pitch * DTYPE_BYTES[b.dtype]) % 16:
+            problem(f"buffer {b.name}: pitch {b.pitch} must be ≥ {b.cols} and keep rows 16-byte "
+                    "aligned")
+    errs.raise_if_any()
+
+
+def interval(e: Expr, bounds: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    """Smallest and largest value of `e` over the variables' inclusive bounds."""
+    if isinstance(e, Const):
+        return e.value, e.value
+    if isinstance(e, Var):
+        return bounds.get(e.name, (0, 0))
+    assert isinstance(e, BinOp)
+    (a, b), (c, d) = interval(e.lhs, bounds), interval(e.rhs, bounds)
+    if e.op == "+":
+        return a + c, b + d
+    if e.op == "*":
+        products = (a * c, a * d, b * c, b * d)
+        return min(products), max(products)
+    if e.op == "/":
+        return a // max(d, 1), b // max(c, 1)
+    return 0, d - 1  # e % positive constant
