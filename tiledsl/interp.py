@@ -116,6 +116,7 @@ class _Interpreter:
         elif isinstance(s, Fill):
             blk.frags[s.frag.name][:, s.frag.i, s.frag.j] = s.value
         elif isinstance(s, LoadFrag):
+            self._check_fragment_pointer(blk, s.src, s)
             values = self._read_tile(blk, s.src, self._warp_issuers(), s)
             frag = blk.frags[s.frag.name]
             frag[:, s.frag.i, s.frag.j] = values.astype(frag.dtype)
@@ -127,6 +128,7 @@ class _Interpreter:
             acc[:, s.acc.i, s.acc.j] = total.astype(acc.dtype)
             self.stats.mma += self.nwarps
         elif isinstance(s, StoreFrag):
+            self._check_fragment_pointer(blk, s.dst, s)
             frag = blk.frags[s.frag.name][:, s.frag.i, s.frag.j]
             self._write_tile(blk, s.dst, frag, self._warp_issuers(), s)
         elif isinstance(s, Copy):
@@ -212,6 +214,20 @@ class _Interpreter:
         if isinstance(c.dst, SharedTile):
             self._log(blk, c.dst.buffer, dflat, issuers, True, c)
         dst[dflat] = src[sflat].astype(dst.dtype)
+
+    def _check_fragment_pointer(self, blk: _Block, tile: Tile, stmt) -> None:
+        """WMMA wants a 32-byte aligned pointer and a leading dimension of whole 16 bytes."""
+        zero = np.zeros((1, 1), np.int64)
+        _, flat = self._locate(blk, tile, zero, zero, stmt_text(stmt))
+        if isinstance(tile, SharedTile):
+            buf = self.k.buffer(tile.buffer)
+            size, base, ld = DTYPE_BYTES[buf.dtype], self.offsets[buf.name], buf.pitch
+        else:
+            op = self.k.gemm.operand(tile.operand)
+            size, base, ld = DTYPE_BYTES[op.dtype], 0, int(evaluate(op.leading_dim, blk.env))
+        if ((base + flat * size) % 32).any() or (ld * size) % 16:
+            raise InterpreterError(f"`{stmt_text(stmt)}`: WMMA needs a 32-byte aligned pointer "
+                                   f"and a leading dimension of whole 16 bytes (ld = {ld})")
 
     def _check_alignment(self, tile: Tile, first: np.ndarray, vector: int, what: str) -> None:
         if isinstance(tile, SharedTile):

@@ -12,10 +12,14 @@ that smem-tiling only has to add copies at the top of the `kt` body.
         load_frag b[0][0] <- B @ (kt * BK, bn * BN) + (kk * MMA_K, wn * MMA_N)
         mma acc[0][0] += a[0][0] * b[0][0]
     store_frag C @ (bm * BM, bn * BN) + (wm * MMA_M, wn * MMA_N) <- acc[0][0]
+
+With `epilogue_via shared` (the default for f16 C) the load and store of C go
+through a per-warp shared-memory tile instead (tiledsl.epilogue).
 """
 
 from __future__ import annotations
 
+from .epilogue import stage_epilogue
 from .expr import Const, Var, ceil_div
 from .ir import Fill, For, Fragment, FragRef, GlobalTile, KernelIR, LoadFrag, Mma, StoreFrag
 from .schedule import Analysis
@@ -58,4 +62,5 @@ def lower(analysis: Analysis) -> KernelIR:
     init = LoadFrag(acc, c_tile) if g.accumulate else Fill(acc, 0.0)
     body = (init, main_loop, StoreFrag(c_tile, acc))
     warps = (s.block[0] // mm, s.block[1] // mn)
-    return KernelIR(analysis.name, g, s, analysis.target, warps, (), fragments, body)
+    kernel = KernelIR(analysis.name, g, s, analysis.target, warps, (), fragments, body)
+    return stage_epilogue(kernel) if s.epilogue_via == "shared" else kernel

@@ -447,9 +447,35 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
         errs.add(sched.loc("block"), f"{warps_m} x {warps_n} warps of {target.warp_width} threads = "
                  f"{threads} threads per block; {target.name} allows {target.max_threads_per_block}",
                  "use a smaller block tile, or coarsen warps (`coarsen 2 x 2`)")
+    if gemm is not None and sched.stages >= 1:
+        _check_copy_width(sched, gemm, errs)
     if gemm is not None:
         for dim, size, what in ((gemm.m, bm, "M"), (gemm.n, bn, "N"), (gemm.k, bk, "K")):
             if isinstance(dim, Const) and dim.value % size:
                 errs.add(gemm.c.loc if what != "K" else gemm.a.loc,
                          f"{what} = {dim.value} is not a multiple of the block tile ({size})",
                          "edge tiles come with any-shape support; for now pick a multiple")
+
+
+def _check_copy_width(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
+    """Each copied tile row must split into whole vectors, and each vector stay aligned."""
+    bm, bn, bk = sched.block
+    width = sched.copy_bytes
+    for op, row_elems in ((gemm.a, bk), (gemm.b, bn)):
+        size = _BYTES[op.dtype]
+        if (row_elems * size) % width:
+            errs.add(sched.loc("copy"), f"a {width}-byte copy vector does not divide a "
+                     f"{row_elems}-element row of {op.name}'s block tile ({row_elems * size} bytes)",
+                     f"use `copy {sched.copy_mode} {_largest_divisor(row_elems * size)}` or a wider tile")
+        ld = op.leading_dim
+        if isinstance(ld, Const) and (ld.value * size) % width:
+            errs.add(op.loc, f"rows of {op.name} are {ld.value * size} bytes apart, so "
+                     f"{width}-byte copies would be misaligned",
+                     f"use `copy {sched.copy_mode} {_largest_divisor(ld.value * size)}`")
+
+
+_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+
+
+def _largest_divisor(nbytes: int) -> int:
+    return next(w for w in (16, 8, 4, 2) if nbytes % w == 0)

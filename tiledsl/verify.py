@@ -96,6 +96,13 @@ def verify(kernel: KernelIR, after: str = "lower") -> None:
                 if f and (tile.rows, tile.cols) != (f.rows, f.cols):
                     problem(f"{stmt.frag} is {f.rows}x{f.cols} but its tile is "
                             f"{tile.rows}x{tile.cols}")
+                tile_dtype = (buffers[tile.buffer].dtype if isinstance(tile, SharedTile)
+                              and tile.buffer in buffers else
+                              kernel.gemm.operand(tile.operand).dtype if isinstance(tile, GlobalTile)
+                              else None)
+                if f and tile_dtype and tile_dtype != f.dtype:
+                    problem(f"{stmt.frag} holds {f.dtype} but its tile is {tile_dtype} "
+                            "(WMMA loads and stores do not convert)")
                 if isinstance(stmt, StoreFrag):
                     check_frag(stmt.frag, "accumulator")
                 elif f is not None:
@@ -111,6 +118,7 @@ def verify(kernel: KernelIR, after: str = "lower") -> None:
                     problem(f"unknown barrier scope '{stmt.scope}'")
 
     walk(kernel.body, frozenset())
+    _check_fragment_alignment(kernel, errs)
     for b in kernel.buffers:
         if b.pitch < b.cols or (b.pitch * DTYPE_BYTES[b.dtype]) % 16:
             problem(f"buffer {b.name}: pitch {b.pitch} must be ≥ {b.cols} and keep rows 16-byte "
@@ -134,3 +142,56 @@ def interval(e: Expr, bounds: dict[str, tuple[int, int]]) -> tuple[int, int]:
     if e.op == "/":
         return a // max(d, 1), b // max(c, 1)
     return 0, d - 1  # e % positive constant
+
+
+def pow2_alignment(e: Expr, known: dict[str, int]) -> int:
+    """The largest power of two that divides `e` for every value of its variables.
+
+    `known` gives what is known of a variable (a size parameter is a multiple of
+    its block tile, since other sizes are refused at run time); others count as 1.
+    """
+    if isinstance(e, Const):
+        return e.value & -e.value if e.value else 1 << 30
+    if isinstance(e, Var):
+        return known.get(e.name, 1)
+    assert isinstance(e, BinOp)
+    a, b = pow2_alignment(e.lhs, known), pow2_alignment(e.rhs, known)
+    if e.op == "+":
+        return min(a, b)
+    if e.op == "*":
+        return min(a * b, 1 << 30)
+    return 1
+
+
+def _check_fragment_alignment(kernel: KernelIR, errs: Collector) -> None:
+    """WMMA loads and stores need 32-byte aligned pointers and 16-byte multiples of ldm."""
+    from .ir import buffer_offsets, walk as walk_stmts
+
+    s, g = kernel.schedule, kernel.gemm
+    bm, bn, bk = s.block
+    known = {name: tile & -tile for name, tile in zip("MNK", (bm, bn, bk))}
+    offsets = buffer_offsets(kernel)
+    for stmt in walk_stmts(kernel.body):
+        if not isinstance(stmt, (LoadFrag, StoreFrag)):
+            continue
+        tile = stmt.src if isinstance(stmt, LoadFrag) else stmt.dst
+        if isinstance(tile, SharedTile):
+            buf = kernel.buffer(tile.buffer)
+            size, ld = DTYPE_BYTES[buf.dtype], Const(buf.pitch)
+            element = (tile.slot * buf.rows + tile.offset[0]) * buf.pitch + tile.offset[1]
+            base = offsets[buf.name]
+        else:
+            op = g.operand(tile.operand)
+            size, ld = DTYPE_BYTES[op.dtype], op.leading_dim
+            element = op.offset(tile.origin[0] + tile.offset[0], tile.origin[1] + tile.offset[1])
+            base = 0
+        pointer = min(pow2_alignment(element, known) * size, base & -base if base else 1 << 30)
+        ldm = pow2_alignment(ld, known) * size
+        if pointer < 32 or ldm < 16:
+            name = tile.buffer if isinstance(tile, SharedTile) else tile.operand
+            m, n, k = s.mma
+            errs.add(s.loc("mma"), f"{m} x {n} x {k} fragments of {name} would be loaded from "
+                     f"pointers only {pointer}-byte aligned (ldm {ldm} bytes); WMMA needs "
+                     "32-byte aligned pointers and ldm a multiple of 16 bytes",
+                     "use 16 x 16 x 16 fragments, or a shape whose fragments sit 32 bytes apart")
+            return

@@ -12,7 +12,7 @@ from .. import __version__
 from ..expr import Expr, to_c
 from ..grid import block_tile, grid_vars
 from ..ir import (C_TYPES, DTYPE_BYTES, Barrier, Copy, Fill, For, GlobalTile, KernelIR, LoadFrag,
-                  Mma, SharedTile, StoreFrag, Tile, buffer_offsets)
+                  Mma, SharedTile, StoreFrag, Tile, buffer_offsets, walk)
 from ..launch import launch_of
 from ..lower import named_constants
 from ..schedule import Analysis
@@ -67,6 +67,8 @@ class CudaEmitter:
                             f"{k.warps[0]} x {k.warps[1]} warps"),
             f"constexpr int WARPS_M = {k.warps[0]}, WARPS_N = {k.warps[1]}, "
             f"WARP_SIZE = {k.target.warp_width}, THREADS = {k.threads};",
+            "static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, \"one block: WARPS_M x "
+            "WARPS_N warps\");",
             self._directive(s, "stages", f"stages {s.stages}",
                             {0: "fragments load straight from global memory (no shared memory)",
                              1: "one shared-memory tile of A and B, loaded then computed "
@@ -112,7 +114,7 @@ class CudaEmitter:
             params.append(f"{ctype} __restrict__ {name}" if ctype.endswith("*") else f"{ctype} {name}")
         # (THREADS, 1): with the thread count alone ptxas 13.0 capped registers low enough
         # to spill on sm_90; one resident block per SM is the floor we ask for.
-        return [f'extern "C" __global__ void __launch_bounds__({k.threads}, 1)',
+        return [f'extern "C" __global__ void __launch_bounds__({k.name}_schedule::THREADS, 1)',
                 f"{k.name}({', '.join(params)})"]
 
     def _prologue(self, k: KernelIR) -> list[str]:
@@ -127,15 +129,16 @@ class CudaEmitter:
                            f"reinterpret_cast<{ctype} (*)[{up}_ROWS][{up}_PITCH]>(smem + {off});")
         tiles = grid_vars(k)
         mapping = block_tile(k)
+        out.append("const int warp = threadIdx.x / WARP_SIZE;")
+        if any(isinstance(s, Copy) and s.by == "warp" for s in walk(k.body)):
+            out.append("const int lane = threadIdx.x % WARP_SIZE;")
         out += [
-            "const int warp = threadIdx.x / WARP_SIZE;",
-            "const int lane = threadIdx.x % WARP_SIZE;",
             "const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // this warp's place in the block",
-            *(f"const int {name} = {to_c(e)};" for name, e in tiles.items()),
-            "const int pid = blockIdx.x;  // one block per tile: tiles_m x tiles_n blocks",
+            f"const int tiles_n = {to_c(tiles['tiles_n'])};",
+            f"const int pid = blockIdx.x;  // one block per tile: {to_c(tiles['tiles_m'])} x "
+            "tiles_n blocks",
             f"const int bm = {to_c(mapping['bm'])}, bn = {to_c(mapping['bn'])};"
             "  // this block's tile",
-            "(void)lane; (void)tiles_m;",
         ]
         return out
 

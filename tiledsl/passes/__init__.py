@@ -30,15 +30,11 @@ class Pass:
 
 
 def _registry() -> tuple[Pass, ...]:
-    from .epilogue_staging import epilogue_staging
     from .smem_tiling import smem_tiling
 
     return (
         Pass("smem-tiling", "stages", smem_tiling, lambda s: s.stages >= 1,
              "stages A and B tiles through shared memory, with barriers around the compute"),
-        Pass("epilogue-staging", "epilogue_via", epilogue_staging,
-             lambda s: s.epilogue_via == "shared",
-             "stores C through a per-warp shared-memory tile: converted, coalesced stores"),
     )
 
 

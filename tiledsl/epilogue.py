@@ -1,4 +1,4 @@
-"""epilogue-staging (`epilogue_via shared`): C goes through a per-warp shared-memory tile.
+"""`epilogue_via shared`, part of lowering: C goes through a per-warp shared-memory tile.
 
 WMMA cannot store an f32 accumulator as f16, and its own stores of one fragment
 are 16 short rows; staging lets each lane convert and store whole vectors:
@@ -8,21 +8,23 @@ are 16 short rows; staging lets each lane convert and store whole vectors:
                                                copy C @ o + off <- Cs[warp]     (lanes, converting)
 
 and for `+=`, the accumulator's load from C goes the same way in reverse.
-Each warp owns one slot of Cs, so no block-wide barrier is needed.
+Each warp owns one slot of Cs, so no block-wide barrier is needed. This is part
+of lowering, not a pass: WMMA cannot move an f32 fragment to f16 memory, so even
+the naive form must stage an f16 C to be valid code.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..expr import Const, Var
-from ..ir import (Barrier, Copy, For, GlobalTile, KernelIR, LoadFrag, SharedBuffer, SharedTile,
+from .expr import Const, Var
+from .ir import (Barrier, Copy, For, GlobalTile, KernelIR, LoadFrag, SharedBuffer, SharedTile,
                   StoreFrag, DTYPE_BYTES)
 
 WARP = Var("warp")
 
 
-def epilogue_staging(kernel: KernelIR) -> KernelIR:
+def stage_epilogue(kernel: KernelIR) -> KernelIR:
     s = kernel.schedule
     acc = kernel.fragment("acc")
     rows, cols = acc.rows, acc.cols

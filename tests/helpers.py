@@ -1,0 +1,77 @@
+"""Shared helpers for the command-line, example, toolchain and GPU tests (not fixtures).
+
+    from helpers import EXAMPLES, cli, kernel_text
+
+`EXAMPLES` is every `examples/**/*.tile`, globbed, so a new example is tested as
+soon as it is added. `cli` runs `tiledsl.cli.main` in-process and returns the
+exit status with what it printed, whether the command returned a status or
+argparse raised SystemExit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(ROOT.glob("examples/**/*.tile"))
+
+
+def example_id(path: Path) -> str:
+    return path.relative_to(ROOT / "examples").as_posix()
+
+
+def example_params():
+    """`EXAMPLES` as pytest params with readable ids (`ladder/v2.tile`)."""
+    return [pytest.param(p, id=example_id(p)) for p in EXAMPLES]
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> CliResult:
+    """Run `tiledsl ARGV` in-process; the exit status as the shell would see it."""
+    from tiledsl.cli import main
+
+    capsys.readouterr()  # drop anything printed before
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse's own usage errors
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    captured = capsys.readouterr()
+    return CliResult(code, captured.out, captured.err)
+
+
+#: The computation and operands of a plain f16 x f16 -> f32 GEMM, lines 2-5 of `kernel_text`.
+OPERANDS = ("A: f16[M, K] row", "B: f16[K, N] row", "C: f32[M, N] row")
+PRODUCT = "C[m, n] = A[m, k] * B[k, n]"
+#: Directives of a schedule that tiledsl builds today (lines 6-10 of `kernel_text`).
+BUILDABLE = ("block 64 x 64 x 32", "stages 1", "pad none", "swizzle none", "sync all")
+
+
+def kernel_text(*directives: str, name: str = "k", product: str = PRODUCT,
+                operands: tuple[str, ...] = OPERANDS) -> str:
+    """`kernel NAME { ... }`: line 1 opens it, then operands, the product, the directives."""
+    body = [*operands, product, *directives]
+    return f"kernel {name} {{\n" + "".join(f"    {line}\n" for line in body) + "}\n"
+
+
+def replace_directive(directives: tuple[str, ...], new: str) -> tuple[str, ...]:
+    """`directives` with the one of `new`'s name replaced by `new` (appended if absent)."""
+    word = new.split()[0]
+    out = tuple(new if d.split()[0] == word else d for d in directives)
+    return out if new in out else (*out, new)
+
+
+def line_of(text: str, fragment: str) -> int:
+    """1-based number of the first line of `text` that contains `fragment`."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if fragment in line:
+            return number
+    raise AssertionError(f"{fragment!r} not in the text")
