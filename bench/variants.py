@@ -31,26 +31,40 @@ def main() -> None:
         for kernel, launch in zip(compiled.kernels, compiled.launches):
             for size in sizes:
                 report = run_gpu(kernel, compiled.source, launch, size)
-                rows.append({
-                    "file": file, "kernel": kernel.name, "size": list(size),
-                    "ok": report.ok, "checks": [c.detail for c in report.checks],
-                    "time_ms": report.time_ms, "tflops": report.tflops,
-                    "cublas_ms": report.cublas_ms,
-                    "ratio_to_cublas": (report.cublas_ms / report.time_ms)
-                    if report.time_ms else None,
-                })
+                rows.append(
+                    {
+                        "file": file,
+                        "kernel": kernel.name,
+                        "size": list(size),
+                        "ok": report.ok,
+                        "checks": [c.detail for c in report.checks],
+                        "time_ms": report.time_ms,
+                        "tflops": report.tflops,
+                        "cublas_ms": report.cublas_ms,
+                        "ratio_to_cublas": (report.cublas_ms / report.time_ms)
+                        if report.time_ms
+                        else None,
+                    }
+                )
                 print(report.render(), flush=True)
-    print(f"\n{'file':<34} {'size':<16} {'ok':<5} {'ms':>8} {'TFLOP/s':>8} {'cuBLAS':>8} {'ratio':>6}")
+    print(
+        f"\n{'file':<34} {'size':<16} {'ok':<5} {'ms':>8} {'TFLOP/s':>8} {'cuBLAS':>8} {'ratio':>6}"
+    )
     for r in rows:
         size = "x".join(map(str, r["size"]))
         if r["time_ms"]:
             cublas = 2 * r["size"][0] * r["size"][1] * r["size"][2] / (r["cublas_ms"] * 1e9)
-            print(f"{r['file']:<34} {size:<16} {str(r['ok']):<5} {r['time_ms']:>8.3f} "
-                  f"{r['tflops']:>8.1f} {cublas:>8.1f} {r['ratio_to_cublas']:>6.2f}")
+            print(
+                f"{r['file']:<34} {size:<16} {str(r['ok']):<5} {r['time_ms']:>8.3f} "
+                f"{r['tflops']:>8.1f} {cublas:>8.1f} {r['ratio_to_cublas']:>6.2f}"
+            )
         else:
             print(f"{r['file']:<34} {size:<16} {str(r['ok']):<5}")
-    record = {"device": device_name(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
-              "rows": rows}
+    record = {
+        "device": device_name(),
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "rows": rows,
+    }
     out = Path(args.out or f"bench/results/variants-{datetime.date.today()}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n")

@@ -37,34 +37,56 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # a bug in tiledsl: say so plainly, trace only on --debug
         if getattr(args, "debug", False):
             raise
-        print(f"tiledsl {args.command}: internal error: {type(err).__name__}: {err}\n"
-              "(this is a tiledsl bug; run again with --debug for the traceback)", file=sys.stderr)
+        print(
+            f"tiledsl {args.command}: internal error: {type(err).__name__}: {err}\n"
+            "(this is a tiledsl bug; run again with --debug for the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="tiledsl", description="Compile a .tile GEMM schedule to a tensor-core kernel.")
+        prog="tiledsl", description="Compile a .tile GEMM schedule to a tensor-core kernel."
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     c = sub.add_parser("compile", help="emit CUDA source and a launch description")
     _common(c)
-    c.add_argument("-o", "--output", metavar="OUT",
-                   help="write the source to OUT and the launch description to OUT.launch.json "
-                        "(default: print the source)")
-    c.add_argument("--print-ir-after-all", action="store_true",
-                   help="print the IR after lowering and after every pass")
-    c.add_argument("--stop-after", metavar="PASS", choices=STAGE_NAMES,
-                   help="emit code from the IR after PASS: " + ", ".join(STAGE_NAMES))
-    c.add_argument("--ptxas", action="store_true",
-                   help="compile the source with nvcc and print ptxas's resource report")
+    c.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="write the source to OUT and the launch description to OUT.launch.json "
+        "(default: print the source)",
+    )
+    c.add_argument(
+        "--print-ir-after-all",
+        action="store_true",
+        help="print the IR after lowering and after every pass",
+    )
+    c.add_argument(
+        "--stop-after",
+        metavar="PASS",
+        choices=STAGE_NAMES,
+        help="emit code from the IR after PASS: " + ", ".join(STAGE_NAMES),
+    )
+    c.add_argument(
+        "--ptxas",
+        action="store_true",
+        help="compile the source with nvcc and print ptxas's resource report",
+    )
     c.set_defaults(handler=_compile)
 
     r = sub.add_parser("run", help="run on the GPU (or the numpy interpreter) and check the result")
     _common(r)
-    r.add_argument("--size", action="append", metavar="MxNxK",
-                   help="problem size; repeatable (default: 4096x4096x4096 on a GPU, a small "
-                        "size in the interpreter)")
+    r.add_argument(
+        "--size",
+        action="append",
+        metavar="MxNxK",
+        help="problem size; repeatable (default: 4096x4096x4096 on a GPU, a small "
+        "size in the interpreter)",
+    )
     r.add_argument("--cpu", action="store_true", help="use the numpy interpreter even with a GPU")
     r.add_argument("--kernel", metavar="NAME", help="which kernel of the file (default: each)")
     r.add_argument("--seed", type=int, help="seed for the random inputs (default: fresh)")
@@ -130,19 +152,27 @@ def _run(args) -> int:
     except ValueError as err:
         raise UsageError(str(err)) from None
     compiled = compile_source(text, name, args.target)
+    names = [k.name for k in compiled.kernels]
+    if args.kernel is not None and args.kernel not in names:
+        raise UsageError(f"no kernel '{args.kernel}' in {name}; it has: {', '.join(names)}")
     kernels = compiled.kernels if args.kernel is None else (compiled.kernel(args.kernel),)
     use_gpu = not args.cpu and gpu_available()
     if not use_gpu and not args.cpu:
-        print("no GPU found (CuPy cannot see a device): running the numpy interpreter instead",
-              file=sys.stderr)
+        print(
+            "no GPU found (CuPy cannot see a device): running the numpy interpreter instead",
+            file=sys.stderr,
+        )
     ok = True
     for kernel in kernels:
         launch = compiled.launches[compiled.kernels.index(kernel)]
         ran = [stage for stage, k, did in compiled.snapshots if did and k.name == kernel.name]
         for size in sizes or [(4096, 4096, 4096) if use_gpu else default_cpu_size(kernel)]:
             if not args.size and not use_gpu:
-                print(f"{kernel.name}: interpreter default size {'x'.join(map(str, size))} "
-                      "(choose with --size MxNxK)", file=sys.stderr)
+                print(
+                    f"{kernel.name}: interpreter default size {'x'.join(map(str, size))} "
+                    "(choose with --size MxNxK)",
+                    file=sys.stderr,
+                )
             try:
                 if use_gpu:
                     report = run_gpu(kernel, compiled.source, launch, size, args.seed, Path.cwd())

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .analysis import Analysis, analyze
 from .emit import emit
 from .errors import Collector, TileError
 from .ir import KernelIR
@@ -22,7 +23,6 @@ from .launch import Launch, launch_of
 from .lower import lower
 from .parser import parse
 from .passes import run_pipeline
-from .schedule import Analysis, analyze
 from .support import refuse_unbuilt
 from .syntax import Program
 from .targets import parse_target_name
@@ -52,14 +52,20 @@ def analyze_program(program: Program, target: str | None = None) -> list[Analysi
     """Check every kernel of a file and refuse what is not built; one report for all problems."""
     errs = Collector()
     analyses = []
+    names: dict[str, int] = {}
     for kernel in program.kernels:
-        try:
-            analysis = analyze(kernel, target)
-        except TileError as err:
-            errs.diagnostics.extend(err.diagnostics)
-            continue
-        refuse_unbuilt(analysis, errs)
-        analyses.append(analysis)
+        if kernel.name in names:
+            errs.add(
+                kernel.loc,
+                f"a second kernel named '{kernel.name}' (the first is at line "
+                f"{names[kernel.name]})",
+                "give each kernel of a file its own name",
+            )
+        names.setdefault(kernel.name, kernel.loc.line)
+        analysis = analyze(kernel, target, errs)
+        if analysis is not None:
+            refuse_unbuilt(analysis, errs)
+            analyses.append(analysis)
     errs.raise_if_any(program.source)
     return analyses
 
@@ -95,8 +101,9 @@ def lower_program(
     return tuple(kernels)
 
 
-def compile_program(program: Program, target: str | None = None, stop_after: str | None = None,
-                    after_each=None) -> Compiled:
+def compile_program(
+    program: Program, target: str | None = None, stop_after: str | None = None, after_each=None
+) -> Compiled:
     snapshots: list[Snapshot] = []
 
     def record(stage: str, kernel: KernelIR, ran: bool) -> None:
@@ -109,18 +116,25 @@ def compile_program(program: Program, target: str | None = None, stop_after: str
     return Compiled(program.file, kernels, source, tuple(launch_of(k) for k in kernels), snapshots)
 
 
-def compile_source(text: str, file: str = "<string>", target: str | None = None,
-                   stop_after: str | None = None, after_each=None) -> Compiled:
+def compile_source(
+    text: str,
+    file: str = "<string>",
+    target: str | None = None,
+    stop_after: str | None = None,
+    after_each=None,
+) -> Compiled:
     return compile_program(parse(text, file), target, stop_after, after_each)
 
 
-def compile_file(path: str | Path, target: str | None = None, stop_after: str | None = None,
-                 after_each=None) -> Compiled:
+def compile_file(
+    path: str | Path, target: str | None = None, stop_after: str | None = None, after_each=None
+) -> Compiled:
     path = Path(path)
     return compile_source(path.read_text(), str(path), target, stop_after, after_each)
 
 
-def lower_file(path: str | Path, target: str | None = None,
-               stop_after: str | None = None) -> tuple[KernelIR, ...]:
+def lower_file(
+    path: str | Path, target: str | None = None, stop_after: str | None = None
+) -> tuple[KernelIR, ...]:
     path = Path(path)
     return lower_program(parse(path.read_text(), str(path)), target, stop_after)

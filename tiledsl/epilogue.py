@@ -18,8 +18,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .expr import Const, Var
-from .ir import (Barrier, Copy, For, GlobalTile, KernelIR, LoadFrag, SharedBuffer, SharedTile,
-                  StoreFrag, DTYPE_BYTES)
+from .ir import (
+    DTYPE_BYTES,
+    Barrier,
+    Copy,
+    For,
+    GlobalTile,
+    KernelIR,
+    LoadFrag,
+    SharedBuffer,
+    SharedTile,
+    StoreFrag,
+)
 
 WARP = Var("warp")
 
@@ -28,8 +38,16 @@ def stage_epilogue(kernel: KernelIR) -> KernelIR:
     s = kernel.schedule
     acc = kernel.fragment("acc")
     rows, cols = acc.rows, acc.cols
-    buf = SharedBuffer("Cs", acc.dtype, kernel.warp_count, rows, cols, cols,
-                       "per-warp staging tile of C", s.loc("epilogue_via"))
+    buf = SharedBuffer(
+        "Cs",
+        acc.dtype,
+        kernel.warp_count,
+        rows,
+        cols,
+        cols,
+        "per-warp staging tile of C",
+        s.loc("epilogue_via"),
+    )
     slot = SharedTile(buf.name, WARP, (Const(0), Const(0)), rows, cols)
     c_dtype = kernel.gemm.c.dtype
     # A chunk is 16 bytes of the narrower side, so both sides stay vector-aligned.
@@ -42,16 +60,26 @@ def stage_epilogue(kernel: KernelIR) -> KernelIR:
         if isinstance(stmt, StoreFrag) and isinstance(stmt.dst, GlobalTile):
             return (
                 StoreFrag(slot, stmt.frag),
-                Barrier("warp", "RAW: the warp's fragment store to Cs must land before its "
-                        "lanes read Cs", loc),
+                Barrier(
+                    "warp",
+                    "RAW: the warp's fragment store to Cs must land before its lanes read Cs",
+                    loc,
+                ),
                 Copy(stmt.dst, slot, vector, "warp", "sync", loc),
             )
-        if isinstance(stmt, LoadFrag) and isinstance(stmt.src, GlobalTile) \
-                and stmt.src.operand == kernel.gemm.c.name:
+        if (
+            isinstance(stmt, LoadFrag)
+            and isinstance(stmt.src, GlobalTile)
+            and stmt.src.operand == kernel.gemm.c.name
+        ):
             return (
                 Copy(slot, stmt.src, vector, "warp", "sync", loc),
-                Barrier("warp", "RAW: the lanes' copy of C into Cs must land before the "
-                        "warp's fragment load reads it", loc),
+                Barrier(
+                    "warp",
+                    "RAW: the lanes' copy of C into Cs must land before the "
+                    "warp's fragment load reads it",
+                    loc,
+                ),
                 LoadFrag(stmt.frag, slot),
             )
         return (stmt,)

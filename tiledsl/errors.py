@@ -70,7 +70,9 @@ class TileError(Exception):
     that tests can assert (line, column, message).
     """
 
-    def __init__(self, diagnostics: list[Diagnostic] | tuple[Diagnostic, ...], source: str | None = None):
+    def __init__(
+        self, diagnostics: list[Diagnostic] | tuple[Diagnostic, ...], source: str | None = None
+    ):
         self.diagnostics = tuple(diagnostics)
         self.source = source
         super().__init__(self.render())
@@ -78,7 +80,7 @@ class TileError(Exception):
     def render(self) -> str:
         return "\n".join(d.render(self.source) for d in self.diagnostics)
 
-    def with_source(self, source: str) -> "TileError":
+    def with_source(self, source: str) -> TileError:
         return TileError(self.diagnostics, source)
 
     @property

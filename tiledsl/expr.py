@@ -144,7 +144,9 @@ def to_c(e: Expr, parent: int = 0, named: bool = True) -> str:
     # Left-associative: the right operand of a same-precedence op needs brackets
     # unless the op is associative with it (+ after +, * after *).
     lhs = to_c(e.lhs, prec, named)
-    right_prec = prec if e.op in "+*" and isinstance(e.rhs, BinOp) and e.rhs.op == e.op else prec + 1
+    right_prec = (
+        prec if e.op in "+*" and isinstance(e.rhs, BinOp) and e.rhs.op == e.op else prec + 1
+    )
     rhs = to_c(e.rhs, right_prec, named)
     text = f"{lhs} {e.op} {rhs}"
     return f"({text})" if prec < parent else text

@@ -16,8 +16,10 @@ PID, TILES_M, TILES_N = Var("pid"), Var("tiles_m"), Var("tiles_n")
 def grid_vars(kernel: KernelIR) -> dict[str, Expr]:
     """Block tiles along M and N, over the size parameters."""
     bm, bn, _ = kernel.schedule.block
-    return {"tiles_m": ceil_div(kernel.gemm.m, Const(bm, "BM")),
-            "tiles_n": ceil_div(kernel.gemm.n, Const(bn, "BN"))}
+    return {
+        "tiles_m": ceil_div(kernel.gemm.m, Const(bm, "BM")),
+        "tiles_n": ceil_div(kernel.gemm.n, Const(bn, "BN")),
+    }
 
 
 def grid_size(kernel: KernelIR) -> Expr:

@@ -23,8 +23,20 @@ import numpy as np
 
 from .expr import Expr, evaluate
 from .grid import block_tile, grid_vars
-from .ir import (DTYPE_BYTES, Barrier, Copy, Fill, For, GlobalTile, KernelIR, LoadFrag, Mma,
-                 SharedTile, StoreFrag, Tile, buffer_offsets)
+from .ir import (
+    DTYPE_BYTES,
+    Barrier,
+    Copy,
+    Fill,
+    For,
+    KernelIR,
+    LoadFrag,
+    Mma,
+    SharedTile,
+    StoreFrag,
+    Tile,
+    buffer_offsets,
+)
 from .printer import stmt_text
 
 NP_DTYPES = {"f16": np.float16, "f32": np.float32, "bf16": np.float32}
@@ -91,10 +103,14 @@ class _Interpreter:
             env = {**self.sizes, **grid, "pid": pid}
             env.update({name: int(evaluate(e, env)) for name, e in mapping.items()})
             env.update(self.warp_env)
-            smem = {b.name: np.full((b.slots, b.rows, b.pitch), np.nan, NP_DTYPES[b.dtype])
-                    for b in self.k.buffers}
-            frags = {f.name: np.zeros((self.nwarps, *f.count, f.rows, f.cols), NP_DTYPES[f.dtype])
-                     for f in self.k.fragments}
+            smem = {
+                b.name: np.full((b.slots, b.rows, b.pitch), np.nan, NP_DTYPES[b.dtype])
+                for b in self.k.buffers
+            }
+            frags = {
+                f.name: np.zeros((self.nwarps, *f.count, f.rows, f.cols), NP_DTYPES[f.dtype])
+                for f in self.k.fragments
+            }
             block = _Block(env, smem, frags, np.zeros(self.nwarps, np.int64))
             self._body(block, self.k.body)
             self._check_phase(block)
@@ -160,8 +176,14 @@ class _Interpreter:
         if isinstance(tile, SharedTile):
             buf = self.k.buffer(tile.buffer)
             slot = np.asarray(evaluate(tile.slot, blk.env)).reshape(-1, *([1] * rows.ndim))
-            if (r < 0).any() or (r >= buf.rows).any() or (c < 0).any() or (c >= buf.cols).any() \
-                    or (slot < 0).any() or (slot >= buf.slots).any():
+            if (
+                (r < 0).any()
+                or (r >= buf.rows).any()
+                or (c < 0).any()
+                or (c >= buf.cols).any()
+                or (slot < 0).any()
+                or (slot >= buf.slots).any()
+            ):
                 raise InterpreterError(f"{what} reaches outside shared buffer {buf.name}")
             return blk.smem[buf.name].reshape(-1), (slot * buf.rows + r) * buf.pitch + c
         op = self.k.gemm.operand(tile.operand)
@@ -169,8 +191,9 @@ class _Interpreter:
         gc = c + np.asarray(evaluate(tile.origin[1], blk.env)).reshape(-1, *([1] * cols.ndim))
         n_rows, n_cols = (int(evaluate(d, blk.env)) for d in op.dims[-2:])
         if (gr < 0).any() or (gr >= n_rows).any() or (gc < 0).any() or (gc >= n_cols).any():
-            raise InterpreterError(f"{what} reaches outside {op.name} ({n_rows} x {n_cols}) "
-                                   f"in block {blk.env['pid']}")
+            raise InterpreterError(
+                f"{what} reaches outside {op.name} ({n_rows} x {n_cols}) in block {blk.env['pid']}"
+            )
         flat = np.asarray(evaluate(op.offset(_V("r"), _V("c")), {**blk.env, "r": gr, "c": gc}))
         return self.arrays[op.name], flat
 
@@ -226,8 +249,10 @@ class _Interpreter:
             op = self.k.gemm.operand(tile.operand)
             size, base, ld = DTYPE_BYTES[op.dtype], 0, int(evaluate(op.leading_dim, blk.env))
         if ((base + flat * size) % 32).any() or (ld * size) % 16:
-            raise InterpreterError(f"`{stmt_text(stmt)}`: WMMA needs a 32-byte aligned pointer "
-                                   f"and a leading dimension of whole 16 bytes (ld = {ld})")
+            raise InterpreterError(
+                f"`{stmt_text(stmt)}`: WMMA needs a 32-byte aligned pointer "
+                f"and a leading dimension of whole 16 bytes (ld = {ld})"
+            )
 
     def _check_alignment(self, tile: Tile, first: np.ndarray, vector: int, what: str) -> None:
         if isinstance(tile, SharedTile):
@@ -250,8 +275,10 @@ class _Interpreter:
         if sid == len(self.stmts):
             self.stmts.append(stmt_text(stmt))
         blk.log.setdefault(buffer, []).append(
-            _Access(flat.ravel(), issuers.ravel(), warps.ravel(), blk.epochs[warps.ravel()],
-                    write, sid))
+            _Access(
+                flat.ravel(), issuers.ravel(), warps.ravel(), blk.epochs[warps.ravel()], write, sid
+            )
+        )
 
     def _check_phase(self, blk: _Block) -> None:
         for buffer, accesses in blk.log.items():
@@ -295,13 +322,16 @@ class _Interpreter:
                 who = a.issuers[mask][0]
                 threads = self.nwarps * self.ww
                 actor = f"warp {who - threads}" if who >= threads else f"thread {who}"
-                hits.append(f"{'write' if a.write else 'read'} by {actor} in `{self.stmts[a.stmt]}`")
+                hits.append(
+                    f"{'write' if a.write else 'read'} by {actor} in `{self.stmts[a.stmt]}`"
+                )
         write = next(h for h in hits if h.startswith("write"))
         actor = write.split(" in ")[0].split(" by ")[1]
         other = next((h for h in hits if f"by {actor} in" not in h), hits[-1])
         raise RaceError(
             f"shared-memory race on {buffer}[{slot}][{row}][{col}] in block {blk.env['pid']}: "
-            f"{write} and {other}, with no barrier between them")
+            f"{write} and {other}, with no barrier between them"
+        )
 
 
 def _V(name: str) -> Expr:

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 
 from .errors import NOWHERE, Loc
 from .expr import Expr
-from .schedule import Gemm, Schedule
+from .gemm import Gemm
+from .schedule import Schedule
 from .targets import Target
 
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
@@ -174,6 +175,7 @@ class KernelIR:
     buffers: tuple[SharedBuffer, ...]
     fragments: tuple[Fragment, ...]
     body: tuple[Stmt, ...]
+    passes: tuple[str, ...] = ()  # the passes applied so far, in order
 
     @property
     def warp_count(self) -> int:

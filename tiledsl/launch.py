@@ -1,8 +1,8 @@
 """The launch description written beside generated source: how to call the kernel.
 
-    {"kernel": "hgemm", "grid": {"x": "(M + 63) / 64 * ((N + 63) / 64)", "y": 1, "z": 1},
-     "block": {"x": 512, "y": 1, "z": 1}, "dynamic_shared_memory_bytes": 8192,
-     "args": [["A", "const half*"], ..., ["M", "int"], ...]}
+{"kernel": "hgemm", "grid": {"x": "(M + 63) / 64 * ((N + 63) / 64)", "y": 1, "z": 1},
+ "block": {"x": 512, "y": 1, "z": 1}, "dynamic_shared_memory_bytes": 8192,
+ "args": [["A", "const half*"], ..., ["M", "int"], ...]}
 """
 
 from __future__ import annotations
@@ -45,5 +45,11 @@ def launch_of(kernel: KernelIR) -> Launch:
         (g.c.name, f"{C_TYPES[g.c.dtype]}*"),
         *((name, "int") for name in g.size_args),
     )
-    return Launch(kernel.name, grid_size(kernel), kernel.threads, kernel.smem_bytes, args,
-                  kernel.schedule.block)
+    return Launch(
+        kernel.name,
+        grid_size(kernel),
+        kernel.threads,
+        kernel.smem_bytes,
+        args,
+        kernel.schedule.block,
+    )

@@ -19,10 +19,10 @@ through a per-warp shared-memory tile instead (tiledsl.epilogue).
 
 from __future__ import annotations
 
+from .analysis import Analysis
 from .epilogue import stage_epilogue
 from .expr import Const, Var, ceil_div
 from .ir import Fill, For, Fragment, FragRef, GlobalTile, KernelIR, LoadFrag, Mma, StoreFrag
-from .schedule import Analysis
 
 BM_VAR, BN_VAR, WM_VAR, WN_VAR = Var("bm"), Var("bn"), Var("wm"), Var("wn")
 
@@ -32,8 +32,12 @@ def named_constants(analysis: Analysis) -> dict[str, Const]:
     s = analysis.schedule
     (bm, bn, bk), (mm, mn, mk) = s.block, s.mma
     return {
-        "BM": Const(bm, "BM"), "BN": Const(bn, "BN"), "BK": Const(bk, "BK"),
-        "MMA_M": Const(mm, "MMA_M"), "MMA_N": Const(mn, "MMA_N"), "MMA_K": Const(mk, "MMA_K"),
+        "BM": Const(bm, "BM"),
+        "BN": Const(bn, "BN"),
+        "BK": Const(bk, "BK"),
+        "MMA_M": Const(mm, "MMA_M"),
+        "MMA_N": Const(mn, "MMA_N"),
+        "MMA_K": Const(mk, "MMA_K"),
     }
 
 
@@ -42,23 +46,37 @@ def lower(analysis: Analysis) -> KernelIR:
     c = named_constants(analysis)
     kt, kk = Var("kt"), Var("kk")
     mm, mn, mk = s.mma
-    a_tile = GlobalTile(g.a.name, (BM_VAR * c["BM"], kt * c["BK"]),
-                        (WM_VAR * c["MMA_M"], kk * c["MMA_K"]), mm, mk)
-    b_tile = GlobalTile(g.b.name, (kt * c["BK"], BN_VAR * c["BN"]),
-                        (kk * c["MMA_K"], WN_VAR * c["MMA_N"]), mk, mn)
-    c_tile = GlobalTile(g.c.name, (BM_VAR * c["BM"], BN_VAR * c["BN"]),
-                        (WM_VAR * c["MMA_M"], WN_VAR * c["MMA_N"]), mm, mn)
+    a_tile = GlobalTile(
+        g.a.name, (BM_VAR * c["BM"], kt * c["BK"]), (WM_VAR * c["MMA_M"], kk * c["MMA_K"]), mm, mk
+    )
+    b_tile = GlobalTile(
+        g.b.name, (kt * c["BK"], BN_VAR * c["BN"]), (kk * c["MMA_K"], WN_VAR * c["MMA_N"]), mk, mn
+    )
+    c_tile = GlobalTile(
+        g.c.name,
+        (BM_VAR * c["BM"], BN_VAR * c["BN"]),
+        (WM_VAR * c["MMA_M"], WN_VAR * c["MMA_N"]),
+        mm,
+        mn,
+    )
     a, b, acc = FragRef("a"), FragRef("b"), FragRef("acc")
     fragments = (
         Fragment("a", "matrix_a", s.mma, g.a.dtype, "row"),
         Fragment("b", "matrix_b", s.mma, g.b.dtype, "row"),
         Fragment("acc", "accumulator", s.mma, s.accumulate, None),
     )
-    k_steps = For("kk", Const(0), Const(s.block[2] // mk), 1,
-                  (LoadFrag(a, a_tile), LoadFrag(b, b_tile), Mma(acc, a, b)),
-                  unroll=True, comment="fragment steps of one block step")
-    main_loop = For("kt", Const(0), ceil_div(g.k, c["BK"]), 1, (k_steps,),
-                    comment="block steps along K")
+    k_steps = For(
+        "kk",
+        Const(0),
+        Const(s.block[2] // mk),
+        1,
+        (LoadFrag(a, a_tile), LoadFrag(b, b_tile), Mma(acc, a, b)),
+        unroll=True,
+        comment="fragment steps of one block step",
+    )
+    main_loop = For(
+        "kt", Const(0), ceil_div(g.k, c["BK"]), 1, (k_steps,), comment="block steps along K"
+    )
     init = LoadFrag(acc, c_tile) if g.accumulate else Fill(acc, 0.0)
     body = (init, main_loop, StoreFrag(c_tile, acc))
     warps = (s.block[0] // mm, s.block[1] // mn)

@@ -6,7 +6,8 @@ bit for bit (for f16 C, after round-to-nearest-even, like `__float2half`).
 
 Statistical (secondary): A, B ~ N(0, 1) in f16; the reference is float64 from the
 rounded inputs; each element must satisfy
-    |C - R| <= e + u_out * (|R| + e) (+ 2**-24 for f16 subnormals),  e = K * 2**-24 * (|A| @ |B| + |C_in|)
+    |C - R| <= e + u_out * (|R| + e)  (+ 2**-24 for f16 subnormals)
+    with e = K * 2**-24 * (|A| @ |B| + |C_in|)
 and the report is max(err / bound), which must be <= 1.
 
 Arrays are logical (rows x cols as the product sees them); `to_storage` and
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .schedule import Gemm, OperandInfo
+from .gemm import Gemm, OperandInfo
 
 NP_OUT = {"f16": np.float16, "f32": np.float32}
 
@@ -57,6 +58,7 @@ class Inputs:
 
 def make_inputs(gemm: Gemm, m: int, n: int, k: int, kind: str, rng: np.random.Generator) -> Inputs:
     """Fresh inputs: kind 'exact' (integers in [-2, 2]) or 'normal' (N(0, 1)), rounded to f16."""
+
     def draw(shape):
         if kind == "exact":
             return rng.integers(-2, 3, size=shape).astype(np.float16)
@@ -93,10 +95,13 @@ def check_exact(gemm: Gemm, inputs: Inputs, out, tile: tuple[int, int]) -> Check
         return Check("exact oracle", True, "bit-exact")
     i, j = map(int, xp.argwhere(~same)[0])
     bad = int((~same).sum())
-    return Check("exact oracle", False,
-                 f"{bad} of {same.size} elements differ; first at C[{i}, {j}] = "
-                 f"{float(out[i, j])} (expected {float(want[i, j])}), in block tile "
-                 f"({i // tile[0]}, {j // tile[1]})")
+    return Check(
+        "exact oracle",
+        False,
+        f"{bad} of {same.size} elements differ; first at C[{i}, {j}] = "
+        f"{float(out[i, j])} (expected {float(want[i, j])}), in block tile "
+        f"({i // tile[0]}, {j // tile[1]})",
+    )
 
 
 def check_statistical(gemm: Gemm, inputs: Inputs, out) -> Check:
@@ -114,8 +119,12 @@ def check_statistical(gemm: Gemm, inputs: Inputs, out) -> Check:
     finite = xp.isfinite(got)
     if not bool(finite.all()):
         i, j = map(int, xp.argwhere(~finite)[0])
-        return Check("statistical oracle", False,
-                     f"C[{i}, {j}] = {float(got[i, j])}: not finite (unwritten?)", float("inf"))
+        return Check(
+            "statistical oracle",
+            False,
+            f"C[{i}, {j}] = {float(got[i, j])}: not finite (unwritten?)",
+            float("inf"),
+        )
     err = xp.abs(got - ref)
     ratio = err / xp.maximum(bound, 2.0**-60)
     score = float(ratio.max())

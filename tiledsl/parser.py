@@ -98,7 +98,10 @@ class _Builder(Transformer):
             (i for i in items if isinstance(i, Directive)),
             key=lambda d: syntax.DIRECTIVES.index(d.name),
         )
-        return Kernel(str(name), operands, computations, tuple(directives), self._loc(meta))
+        # A kernel is located at its name: errors about the kernel as a whole point there.
+        return Kernel(
+            str(name), operands, computations, tuple(directives), _token_loc(self.file, name)
+        )
 
     def operand(self, meta, children) -> Operand:
         name, dtype, *dims, layout = children

@@ -14,11 +14,22 @@ Only the kernel decides the text: no addresses, no dict ordering, no salted hash
 
 from __future__ import annotations
 
+from .analysis import Analysis
 from .expr import Expr, to_c
-from .ir import (Barrier, Copy, Fill, For, GlobalTile, KernelIR, LoadFrag, Mma, SharedTile,
-                 StoreFrag, Tile)
+from .ir import (
+    Barrier,
+    Copy,
+    Fill,
+    For,
+    GlobalTile,
+    KernelIR,
+    LoadFrag,
+    Mma,
+    SharedTile,
+    StoreFrag,
+    Tile,
+)
 from .lower import named_constants
-from .schedule import Analysis
 
 
 def print_ir(kernel: KernelIR) -> str:
@@ -33,13 +44,17 @@ def print_ir(kernel: KernelIR) -> str:
         f"  warps    {kernel.warps[0]} x {kernel.warps[1]} ({kernel.threads} threads)",
     ]
     for b in kernel.buffers:
-        lines.append(f"  shared   {b.name}: {b.dtype}[{b.slots}][{b.rows}][{b.cols}] pitch {b.pitch}"
-                     f"  # {b.purpose}, {b.size_bytes} bytes")
+        lines.append(
+            f"  shared   {b.name}: {b.dtype}[{b.slots}][{b.rows}][{b.cols}] pitch {b.pitch}"
+            f"  # {b.purpose}, {b.size_bytes} bytes"
+        )
     for f in kernel.fragments:
         layout = f" {f.layout}" if f.layout else ""
         m, n, k = f.shape
-        lines.append(f"  frag     {f.name}[{f.count[0]}][{f.count[1]}]: {f.role} {f.dtype} "
-                     f"{m}x{n}x{k}{layout}")
+        lines.append(
+            f"  frag     {f.name}[{f.count[0]}][{f.count[1]}]: {f.role} {f.dtype} "
+            f"{m}x{n}x{k}{layout}"
+        )
     lines.append("  body")
     _body(kernel.body, 2, lines)
     return "\n".join(lines) + "\n"
@@ -67,8 +82,10 @@ def stmt_text(stmt) -> str:
         note = f"  # {stmt.comment}" if stmt.comment else ""
         return f"for {stmt.var} in [{_e(stmt.start)}, {_e(stmt.stop)}){step}{unroll}{note}"
     if isinstance(stmt, Copy):
-        return (f"copy.{stmt.by}.{stmt.mode} {tile_text(stmt.dst)} <- {tile_text(stmt.src)}, "
-                f"vector {stmt.vector}")
+        return (
+            f"copy.{stmt.by}.{stmt.mode} {tile_text(stmt.dst)} <- {tile_text(stmt.src)}, "
+            f"vector {stmt.vector}"
+        )
     if isinstance(stmt, Fill):
         return f"fill {stmt.frag} = {stmt.value:g}"
     if isinstance(stmt, LoadFrag):

@@ -18,8 +18,15 @@ from .expr import Const
 from .interp import InterpreterError, interpret
 from .ir import KernelIR
 from .launch import Launch
-from .oracle import (Check, check_exact, check_statistical, from_storage, make_inputs, to_device,
-                     to_storage)
+from .oracle import (
+    Check,
+    check_exact,
+    check_statistical,
+    from_storage,
+    make_inputs,
+    to_device,
+    to_storage,
+)
 
 
 class SizeError(Exception):
@@ -55,8 +62,10 @@ class Report:
             line = f"  time {self.time_ms:.3f} ms (median)  {self.tflops:.1f} TFLOP/s"
             if self.cublas_ms:
                 cublas_tflops = 2 * m * n * k / (self.cublas_ms * 1e9)
-                line += (f"   cuBLAS {self.cublas_ms:.3f} ms  {cublas_tflops:.1f} TFLOP/s"
-                         f"   ratio {self.cublas_ms / self.time_ms:.2f}")
+                line += (
+                    f"   cuBLAS {self.cublas_ms:.3f} ms  {cublas_tflops:.1f} TFLOP/s"
+                    f"   ratio {self.cublas_ms / self.time_ms:.2f}"
+                )
             out.append(line)
         out.append(f"  {'PASS' if self.ok else 'FAIL'}")
         return "\n".join(out)
@@ -65,8 +74,9 @@ class Report:
 def parse_size(text: str) -> tuple[int, int, int]:
     parts = text.lower().replace("*", "x").split("x")
     if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
-        raise ValueError(f"a size is written MxNxK with positive integers, e.g. 4096x4096x4096; "
-                         f"got '{text}'")
+        raise ValueError(
+            f"a size is written MxNxK with positive integers, e.g. 4096x4096x4096; got '{text}'"
+        )
     m, n, k = (int(p) for p in parts)
     return m, n, k
 
@@ -91,8 +101,10 @@ def check_size(kernel: KernelIR, size: tuple[int, int, int]) -> dict[str, int]:
             problems.append(f"{what} is fixed to {dim.value} by the declaration, not {value}")
         elif value % tile:
             up = -(-value // tile) * tile
-            problems.append(f"{what} = {value} is not a multiple of the block tile's {tile} "
-                            f"(edge tiles are not built yet): try {up}")
+            problems.append(
+                f"{what} = {value} is not a multiple of the block tile's {tile} "
+                f"(edge tiles are not built yet): try {up}"
+            )
     if problems:
         raise SizeError("; ".join(problems))
     return {name: value for name, value in zip("MNK", size) if name in g.size_args}
@@ -100,11 +112,16 @@ def check_size(kernel: KernelIR, size: tuple[int, int, int]) -> dict[str, int]:
 
 def _storage_arrays(kernel: KernelIR, inputs) -> dict[str, np.ndarray]:
     g = kernel.gemm
-    return {g.a.name: to_storage(g.a, inputs.a), g.b.name: to_storage(g.b, inputs.b),
-            g.c.name: to_storage(g.c, inputs.c_in).copy()}
+    return {
+        g.a.name: to_storage(g.a, inputs.a),
+        g.b.name: to_storage(g.b, inputs.b),
+        g.c.name: to_storage(g.c, inputs.c_in).copy(),
+    }
 
 
-def run_cpu(kernel: KernelIR, size, seed: int | None = None, save_dir: Path | None = None) -> Report:
+def run_cpu(
+    kernel: KernelIR, size, seed: int | None = None, save_dir: Path | None = None
+) -> Report:
     sizes = check_size(kernel, size)
     g = kernel.gemm
     m, n, k = size
@@ -121,8 +138,11 @@ def run_cpu(kernel: KernelIR, size, seed: int | None = None, save_dir: Path | No
             report.checks.append(Check("race check", False, str(err)))
             return report
         out = from_storage(g.c, arrays[g.c.name], (m, n))
-        check = check_exact(g, inputs, out, (bm, bn)) if kind == "exact" \
+        check = (
+            check_exact(g, inputs, out, (bm, bn))
+            if kind == "exact"
             else check_statistical(g, inputs, out)
+        )
         report.checks.append(check)
         if not check.ok and save_dir is not None:
             _save(save_dir, kernel, size, inputs, out, report)
@@ -130,14 +150,27 @@ def run_cpu(kernel: KernelIR, size, seed: int | None = None, save_dir: Path | No
             report.lines.append(
                 f"{stats.blocks} blocks x {kernel.threads} threads, {stats.mma} warp mma ops, "
                 f"{stats.block_barriers} block / {stats.warp_barriers} warp barriers, "
-                f"interpreted in {time.perf_counter() - started:.2f} s")
-    report.checks.append(Check("race check", True, "none: shared-memory accesses checked between "
-                                              "every pair of barriers"))
+                f"interpreted in {time.perf_counter() - started:.2f} s"
+            )
+    report.checks.append(
+        Check(
+            "race check",
+            True,
+            "none: shared-memory accesses checked between every pair of barriers",
+        )
+    )
     return report
 
 
-def run_gpu(kernel: KernelIR, source: str, launch: Launch, size, seed: int | None = None,
-            save_dir: Path | None = None, repeat: int = 30) -> Report:
+def run_gpu(
+    kernel: KernelIR,
+    source: str,
+    launch: Launch,
+    size,
+    seed: int | None = None,
+    save_dir: Path | None = None,
+    repeat: int = 30,
+) -> Report:
     import cupy
 
     from . import runtime
@@ -148,8 +181,10 @@ def run_gpu(kernel: KernelIR, source: str, launch: Launch, size, seed: int | Non
     arch = runtime.device_arch()
     report = Report(kernel.name, size, f"{runtime.device_name()} ({arch}, CuPy/NVRTC)")
     run = runtime.launcher(runtime.load_module(source, arch), launch)
-    report.lines.append(f"grid {launch.blocks(sizes)} blocks x {launch.threads} threads, "
-                        f"{launch.smem_bytes} bytes dynamic shared memory")
+    report.lines.append(
+        f"grid {launch.blocks(sizes)} blocks x {launch.threads} threads, "
+        f"{launch.smem_bytes} bytes dynamic shared memory"
+    )
     rng = np.random.default_rng(seed)
     bm, bn, _ = kernel.schedule.block
     for kind in ("exact", "normal"):
@@ -158,8 +193,11 @@ def run_gpu(kernel: KernelIR, source: str, launch: Launch, size, seed: int | Non
         run(dev, sizes)
         cupy.cuda.Device().synchronize()
         out = from_storage(g.c, dev[g.c.name], (m, n))
-        check = check_exact(g, inputs, out, (bm, bn)) if kind == "exact" \
+        check = (
+            check_exact(g, inputs, out, (bm, bn))
+            if kind == "exact"
             else check_statistical(g, inputs, out)
+        )
         report.checks.append(check)
         if not check.ok and save_dir is not None:
             _save(save_dir, kernel, size, inputs, out, report)

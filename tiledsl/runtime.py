@@ -53,8 +53,11 @@ def cuda_include_dir() -> Path:
             return inc
     raise ToolchainError(
         "cannot find the CUDA toolkit headers (crt/mma.h) that WMMA kernels need",
-        log="looked in: " + ", ".join(str(c) for c in candidates) +
-            "\nfix: install the CUDA toolkit, or set CUDA_PATH to its root (the folder with include/)")
+        log="looked in: "
+        + ", ".join(str(c) for c in candidates)
+        + "\nfix: install the CUDA toolkit, or set CUDA_PATH to its root "
+        "(the folder that holds include/)",
+    )
 
 
 def device_name() -> str:
@@ -85,10 +88,12 @@ def load_module(source: str, arch: str):
         except cupy.cuda.compiler.CompileException as exc:
             kept = Path(os.environ.get("TMPDIR", "/tmp")) / f"tiledsl-nvrtc-{key[:12]}.cu"
             kept.write_text(source)
-            raise ToolchainError("NVRTC failed on the generated source", log=str(exc),
-                                 source_path=str(kept),
-                                 command=f"nvcc -cubin -arch={arch} -std=c++17 "
-                                         f"-I{cuda_include_dir()} {kept}") from None
+            raise ToolchainError(
+                "NVRTC failed on the generated source",
+                log=str(exc),
+                source_path=str(kept),
+                command=f"nvcc -cubin -arch={arch} -std=c++17 -I{cuda_include_dir()} {kept}",
+            ) from None
         _MODULES[key] = module
     return _MODULES[key]
 

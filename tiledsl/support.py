@@ -9,8 +9,9 @@ and says which directive to write instead.
 
 from __future__ import annotations
 
+from .analysis import Analysis
 from .errors import Collector
-from .schedule import Analysis
+from .gemm import DTYPES
 
 
 def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
@@ -18,71 +19,146 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
     g, s, t = analysis.gemm, analysis.schedule, analysis.target
 
     def refuse(directive: str, what: str, builds: str, fix: str) -> None:
+        if directive in s.invalid:
+            return  # its value was already refused; the default standing in is not the user's
         if directive in s.written:
-            errs.add(s.loc(directive), f"{what} is not built yet ({builds})", fix)
+            errs.add(s.loc(directive), f"{what} is not built yet: it needs {builds}", fix)
         else:
-            errs.add(s.loc(directive), f"'{directive}' defaults to {what}, which is not built "
-                     f"yet ({builds})", fix)
+            errs.add(
+                s.loc(directive),
+                f"'{directive}' defaults to {what}, which is not built yet: it needs {builds}",
+                fix,
+            )
 
     if not t.emitter_built:
-        refuse("target", f"target {t.name}", "the MUSA emitter",
-               "compile for CUDA: `target cuda sm_90` or `--target cuda`")
+        refuse(
+            "target",
+            f"target {t.name}",
+            "the MUSA emitter",
+            "compile for CUDA: `target cuda sm_90` or `--target cuda`",
+        )
     for op, want in ((g.a, "row"), (g.b, "row"), (g.c, "row")):
         if op.layout != want:
-            errs.add(op.loc, f"{op.name} as the product reads it is {op.layout}-major; only "
-                     "row-major A (M x K), B (K x N) and C (M x N) are built so far",
-                     "transposed and column-major operands come with layout support; declare "
-                     f"{op.name} row-major and index it in M, N, K order")
+            errs.add(
+                op.loc,
+                f"{op.name} as the product reads it is {op.layout}-major; only "
+                "row-major A (M x K), B (K x N) and C (M x N) are built so far",
+                "transposed and column-major operands come with layout support; declare "
+                f"{op.name} row-major and index it in M, N, K order",
+            )
     for op in (g.a, g.b):
-        if op.dtype != "f16":
-            errs.add(op.loc, f"{op.dtype} inputs are not built yet (f16 only so far)",
-                     f"declare {op.name} as f16")
-    if g.c.dtype not in ("f32", "f16"):
+        if op.dtype != "f16" and op.dtype in t.mma_shapes:  # others are refused by analysis
+            errs.add(
+                op.loc,
+                f"{op.dtype} inputs are not built yet (f16 only so far)",
+                f"declare {op.name} as f16",
+            )
+    if g.c.dtype not in ("f32", "f16") and g.c.dtype in DTYPES:
         errs.add(g.c.loc, f"{g.c.dtype} output is not built yet", "declare C as f32 or f16")
     if s.accumulate != "f32":
-        refuse("accumulate", f"accumulate {s.accumulate}", "f16 accumulation", "write `accumulate f32`")
+        refuse(
+            "accumulate", f"accumulate {s.accumulate}", "f16 accumulation", "write `accumulate f32`"
+        )
     if s.coarsen != (1, 1):
-        refuse("coarsen", f"coarsen {s.coarsen[0]} x {s.coarsen[1]}", "the warp-coarsening pass",
-               "write `coarsen 1 x 1`")
+        refuse(
+            "coarsen",
+            f"coarsen {s.coarsen[0]} x {s.coarsen[1]}",
+            "the warp-coarsening pass",
+            "write `coarsen 1 x 1`",
+        )
     if s.stages >= 2:
-        refuse("stages", f"stages {s.stages}", "the multi-buffering pass",
-               "write `stages 1` (one shared-memory tile) or `stages 0` (straight from global)")
+        refuse(
+            "stages",
+            f"stages {s.stages}",
+            "the multi-buffering pass",
+            "write `stages 1` (one shared-memory tile) or `stages 0` (straight from global)",
+        )
     if s.copy_mode != "sync" and s.stages < 2:
-        errs.add(s.loc("copy"), f"copy {s.copy_mode} needs a pipeline (stages ≥ 2), which is "
-                 "not built yet (the multi-buffering pass)", "write `copy sync 16`")
+        errs.add(
+            s.loc("copy"),
+            f"copy {s.copy_mode} needs a pipeline (stages ≥ 2), which is "
+            "not built yet (the multi-buffering pass)",
+            "write `copy sync 16`",
+        )
     elif s.copy_mode not in ("sync", "async"):
-        errs.add(s.loc("copy"), f"unknown copy mode '{s.copy_mode}'", "write `copy sync 16` or `copy async 16`")
+        errs.add(
+            s.loc("copy"),
+            f"unknown copy mode '{s.copy_mode}'",
+            "write `copy sync 16` or `copy async 16`",
+        )
     if s.stages == 0 and "pad" in s.written and s.pad != "none":
-        errs.add(s.loc("pad"), "pad changes shared-memory rows, and stages 0 has none",
-                 "drop the pad directive, or stage through shared memory with `stages 1`")
+        errs.add(
+            s.loc("pad"),
+            "pad changes shared-memory rows, and stages 0 has none",
+            "drop the pad directive, or stage through shared memory with `stages 1`",
+        )
     elif s.stages >= 1 and s.pad == "auto":
-        refuse("pad", "pad auto", "the padding pass and its bank-conflict model", "write `pad none`")
+        refuse(
+            "pad", "pad auto", "the padding pass and its bank-conflict model", "write `pad none`"
+        )
     elif s.stages >= 1 and (s.pad_a or s.pad_b):
-        refuse("pad", f"pad {g.a.name} {s.pad_a}, {g.b.name} {s.pad_b}", "the padding pass",
-               "write `pad none`")
+        refuse(
+            "pad",
+            f"pad {g.a.name} {s.pad_a}, {g.b.name} {s.pad_b}",
+            "the padding pass",
+            "write `pad none`",
+        )
     if s.swizzle not in ("none", "grouped", "zigzag"):
-        errs.add(s.loc("swizzle"), f"unknown swizzle '{s.swizzle}'",
-                 "write `swizzle none`, `swizzle grouped 8` or `swizzle zigzag 2`")
+        errs.add(
+            s.loc("swizzle"),
+            f"unknown swizzle '{s.swizzle}'",
+            "write `swizzle none`, `swizzle grouped 8` or `swizzle zigzag 2`",
+        )
     elif s.swizzle != "none":
-        refuse("swizzle", f"swizzle {s.swizzle} {s.swizzle_param}", "the swizzle pass",
-               "write `swizzle none`")
+        refuse(
+            "swizzle",
+            f"swizzle {s.swizzle} {s.swizzle_param}",
+            "the swizzle pass",
+            "write `swizzle none`",
+        )
     if s.sync == "minimal":
-        refuse("sync", "sync minimal", "the sync-elimination pass and its hazard analysis",
-               "write `sync all` (every barrier the lowering places is kept)")
+        refuse(
+            "sync",
+            "sync minimal",
+            "the sync-elimination pass and its hazard analysis",
+            "write `sync all` (every barrier the lowering places is kept)",
+        )
     elif s.sync != "all":
-        errs.add(s.loc("sync"), f"unknown sync mode '{s.sync}'", "write `sync all` or `sync minimal`")
+        errs.add(
+            s.loc("sync"), f"unknown sync mode '{s.sync}'", "write `sync all` or `sync minimal`"
+        )
     if s.load_order == "alternate":
-        refuse("load_order", "load_order alternate", "alternating load order", "write `load_order ab`")
+        refuse(
+            "load_order", "load_order alternate", "alternating load order", "write `load_order ab`"
+        )
     elif s.load_order not in ("ab", "ba"):
-        errs.add(s.loc("load_order"), f"unknown load order '{s.load_order}'", "write `load_order ab`")
+        errs.add(
+            s.loc("load_order"), f"unknown load order '{s.load_order}'", "write `load_order ab`"
+        )
     if s.epilogue:
-        refuse("epilogue", "an epilogue", "epilogues", "drop the epilogue directive")
+        refuse(
+            "epilogue",
+            "epilogue " + ", ".join(" ".join(g) for g in s.epilogue),
+            "epilogue support",
+            "drop the epilogue directive",
+        )
     if s.epilogue_via == "direct" and g.c.dtype != "f32":
-        refuse("epilogue_via", f"epilogue_via direct with {g.c.dtype} C",
-               "converting fragment stores", "write `epilogue_via shared`")
+        refuse(
+            "epilogue_via",
+            f"epilogue_via direct with {g.c.dtype} C",
+            "converting fragment stores to C",
+            "write `epilogue_via shared`",
+        )
     elif s.epilogue_via not in ("direct", "shared"):
-        errs.add(s.loc("epilogue_via"), f"unknown epilogue_via '{s.epilogue_via}'",
-                 "write `epilogue_via direct` or `epilogue_via shared`")
+        errs.add(
+            s.loc("epilogue_via"),
+            f"unknown epilogue_via '{s.epilogue_via}'",
+            "write `epilogue_via direct` or `epilogue_via shared`",
+        )
     if s.attributes:
-        refuse("attributes", "kernel attributes", "MUSA attributes, with the MUSA emitter",
-               "drop the attributes directive for CUDA")
+        refuse(
+            "attributes",
+            "kernel attributes",
+            "MUSA attributes, with the MUSA emitter",
+            "drop the attributes directive for CUDA",
+        )

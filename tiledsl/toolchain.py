@@ -6,6 +6,7 @@ compiler (tests, `tiledsl compile --ptxas`, later the feasibility table) reads.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import subprocess
@@ -31,9 +32,11 @@ class PtxasReport:
         return bool(self.spill_stores or self.spill_loads)
 
     def __str__(self) -> str:
-        return (f"{self.kernel}: {self.registers} registers, {self.smem_bytes} bytes static shared, "
-                f"{self.stack_frame} bytes stack, {self.spill_stores}/{self.spill_loads} bytes "
-                f"spilled (stores/loads), {self.barriers} barrier(s)")
+        return (
+            f"{self.kernel}: {self.registers} registers, {self.smem_bytes} bytes static shared, "
+            f"{self.stack_frame} bytes stack, {self.spill_stores}/{self.spill_loads} bytes "
+            f"spilled (stores/loads), {self.barriers} barrier(s)"
+        )
 
 
 def nvcc_path() -> str | None:
@@ -45,16 +48,18 @@ def parse_ptxas(log: str) -> dict[str, PtxasReport]:
     reports: dict[str, PtxasReport] = {}
     current, fields = None, {}
     for line in log.splitlines():
-        m = re.search(r"Function properties for (\S+)", line) or \
-            re.search(r"Compiling entry function '([^']+)'", line)
+        m = re.search(r"Function properties for (\S+)", line) or re.search(
+            r"Compiling entry function '([^']+)'", line
+        )
         if m:
             if current and "registers" in fields and current not in reports:
                 reports[current] = PtxasReport(current, **fields)
             if m.group(1) != current:
                 current, fields = m.group(1), {}
             continue
-        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
-                      line)
+        m = re.search(
+            r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line
+        )
         if m:
             fields.update(stack_frame=int(m[1]), spill_stores=int(m[2]), spill_loads=int(m[3]))
             continue
@@ -65,29 +70,51 @@ def parse_ptxas(log: str) -> dict[str, PtxasReport]:
             fields.setdefault("stack_frame", 0)
             fields.setdefault("spill_stores", 0)
             fields.setdefault("spill_loads", 0)
-            fields.update(registers=int(m[1]), smem_bytes=int(smem[1]) if smem else 0,
-                          barriers=int(bars[1]) if bars else 0)
+            fields.update(
+                registers=int(m[1]),
+                smem_bytes=int(smem[1]) if smem else 0,
+                barriers=int(bars[1]) if bars else 0,
+            )
             reports[current] = PtxasReport(current, **fields)
     return reports
 
 
-def compile_cubin(source: str, arch: str = "sm_90", name: str = "kernel",
-                  extra: tuple[str, ...] = ()) -> dict[str, PtxasReport]:
+def compile_cubin(
+    source: str, arch: str = "sm_90", name: str = "kernel", extra: tuple[str, ...] = ()
+) -> dict[str, PtxasReport]:
     """Compile with nvcc to a cubin (discarded) and return ptxas's report per kernel."""
     nvcc = nvcc_path()
     if nvcc is None:
-        raise ToolchainError("nvcc was not found on PATH",
-                             log="install the CUDA toolkit, or put its bin/ on PATH")
+        raise ToolchainError(
+            "nvcc was not found on PATH", log="install the CUDA toolkit, or put its bin/ on PATH"
+        )
     with tempfile.TemporaryDirectory(prefix="tiledsl-") as tmp:
         src = Path(tmp) / f"{name}.cu"
         src.write_text(source)
-        cmd = [nvcc, "-cubin", f"-arch={arch}", "-std=c++17", "-Xptxas", "-v", *extra,
-               "-o", str(Path(tmp) / f"{name}.cubin"), str(src)]
+        cmd = [
+            nvcc,
+            "-cubin",
+            f"-arch={arch}",
+            "-std=c++17",
+            "-Xptxas",
+            "-v",
+            *extra,
+            "-o",
+            str(Path(tmp) / f"{name}.cubin"),
+            str(src),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            kept = Path(tempfile.gettempdir()) / f"tiledsl-failed-{name}.cu"
+            digest = hashlib.sha256(source.encode()).hexdigest()[:10]
+            kept = Path(tempfile.gettempdir()) / f"tiledsl-failed-{name}-{digest}.cu"
             kept.write_text(source)
             cmd[-1] = str(kept)
-            raise ToolchainError(f"nvcc failed on the generated source of {name}",
-                                 log=proc.stderr, source_path=str(kept), command=" ".join(cmd))
+            cmd[cmd.index("-o") + 1] = str(kept.with_suffix(".cubin"))
+            log = proc.stderr.replace(str(src), str(kept))  # point at the file that stays
+            raise ToolchainError(
+                f"nvcc failed on the generated source of {name}",
+                log=log,
+                source_path=str(kept),
+                command=" ".join(cmd),
+            )
         return parse_ptxas(proc.stderr + proc.stdout)

@@ -9,33 +9,56 @@ from __future__ import annotations
 
 from .errors import Collector
 from .expr import BinOp, Const, Expr, Var, variables
-from .ir import (DTYPE_BYTES, Barrier, Copy, Fill, For, GlobalTile, KernelIR, LoadFrag, Mma,
-                 SharedTile, StoreFrag)
+from .ir import (
+    DTYPE_BYTES,
+    Barrier,
+    Copy,
+    Fill,
+    For,
+    GlobalTile,
+    KernelIR,
+    LoadFrag,
+    Mma,
+    SharedTile,
+    StoreFrag,
+)
 
 KERNEL_VARS = frozenset({"bm", "bn", "wm", "wn", "warp"})
 THREAD_VARS = frozenset({"wm", "wn", "warp"})  # differ between threads of one block
 
 
 def verify(kernel: KernelIR, after: str = "lower") -> None:
-    """Raise TileError if `kernel` breaks an invariant (`after` names the stage, for the message)."""
+    """Raise TileError if `kernel` breaks an invariant; `after` names the stage for messages."""
     errs = Collector()
     s, t = kernel.schedule, kernel.target
     if kernel.threads > t.max_threads_per_block:
-        errs.add(s.loc("block"), f"{kernel.threads} threads per block; {t.name} allows "
-                 f"{t.max_threads_per_block}", "use a smaller block tile or coarsen warps")
+        errs.add(
+            s.loc("block"),
+            f"{kernel.threads} threads per block; {t.name} allows {t.max_threads_per_block}",
+            "use a smaller block tile or coarsen warps",
+        )
     if kernel.smem_bytes > t.max_smem_per_block:
-        errs.add(s.loc("stages"), f"{kernel.smem_bytes} bytes of shared memory per block; "
-                 f"{t.name} allows {t.max_smem_per_block}",
-                 "use fewer stages, a smaller block tile or less padding")
+        errs.add(
+            s.loc("stages"),
+            f"{kernel.smem_bytes} bytes of shared memory per block; "
+            f"{t.name} allows {t.max_smem_per_block}",
+            "use fewer stages, a smaller block tile or less padding",
+        )
     frags = {f.name: f for f in kernel.fragments}
     buffers = {b.name: b for b in kernel.buffers}
-    bounds = {"wm": (0, kernel.warps[0] - 1), "wn": (0, kernel.warps[1] - 1),
-              "warp": (0, kernel.warp_count - 1)}
+    bounds = {
+        "wm": (0, kernel.warps[0] - 1),
+        "wn": (0, kernel.warps[1] - 1),
+        "warp": (0, kernel.warp_count - 1),
+    }
     sizes = set(kernel.gemm.size_args)
 
     def problem(msg: str) -> None:
-        errs.add(s.kernel_loc, f"invalid IR after {after}: {msg}",
-                 "this is a tiledsl bug; please report it with the .tile file")
+        errs.add(
+            s.kernel_loc,
+            f"invalid IR after {after}: {msg}",
+            "this is a tiledsl bug; please report it with the .tile file",
+        )
 
     def check_expr(e: Expr, scope: frozenset[str]) -> None:
         unknown = variables(e) - scope - KERNEL_VARS - sizes
@@ -51,13 +74,17 @@ def verify(kernel: KernelIR, after: str = "lower") -> None:
                 problem(f"shared buffer '{tile.buffer}' is not declared")
                 return
             check_expr(tile.slot, scope)
-            for e, extent, limit, what in ((tile.offset[0], tile.rows, buf.rows, "rows"),
-                                           (tile.offset[1], tile.cols, buf.cols, "columns"),
-                                           (tile.slot, 1, buf.slots, "slots")):
+            for e, extent, limit, what in (
+                (tile.offset[0], tile.rows, buf.rows, "rows"),
+                (tile.offset[1], tile.cols, buf.cols, "columns"),
+                (tile.slot, 1, buf.slots, "slots"),
+            ):
                 lo, hi = interval(e, bounds)
                 if lo < 0 or hi + extent > limit:
-                    problem(f"a {tile.rows}x{tile.cols} tile of {buf.name} reaches {what} "
-                            f"[{lo}, {hi + extent}) outside [0, {limit})")
+                    problem(
+                        f"a {tile.rows}x{tile.cols} tile of {buf.name} reaches {what} "
+                        f"[{lo}, {hi + extent}) outside [0, {limit})"
+                    )
         else:
             for e in tile.origin:
                 check_expr(e, scope)
@@ -77,8 +104,10 @@ def verify(kernel: KernelIR, after: str = "lower") -> None:
                 for e in (stmt.start, stmt.stop):
                     check_expr(e, scope)
                     if variables(e) & THREAD_VARS:
-                        problem(f"loop {stmt.var} has thread-dependent bounds (barriers inside "
-                                "would diverge)")
+                        problem(
+                            f"loop {stmt.var} has thread-dependent bounds (barriers inside "
+                            "would diverge)"
+                        )
                 if isinstance(stmt.start, Const) and isinstance(stmt.stop, Const):
                     bounds[stmt.var] = (stmt.start.value, stmt.stop.value - 1)
                 walk(stmt.body, scope | {stmt.var})
@@ -94,15 +123,21 @@ def verify(kernel: KernelIR, after: str = "lower") -> None:
                 check_tile(tile, scope)
                 f = frags.get(stmt.frag.name)
                 if f and (tile.rows, tile.cols) != (f.rows, f.cols):
-                    problem(f"{stmt.frag} is {f.rows}x{f.cols} but its tile is "
-                            f"{tile.rows}x{tile.cols}")
-                tile_dtype = (buffers[tile.buffer].dtype if isinstance(tile, SharedTile)
-                              and tile.buffer in buffers else
-                              kernel.gemm.operand(tile.operand).dtype if isinstance(tile, GlobalTile)
-                              else None)
+                    problem(
+                        f"{stmt.frag} is {f.rows}x{f.cols} but its tile is {tile.rows}x{tile.cols}"
+                    )
+                tile_dtype = (
+                    buffers[tile.buffer].dtype
+                    if isinstance(tile, SharedTile) and tile.buffer in buffers
+                    else kernel.gemm.operand(tile.operand).dtype
+                    if isinstance(tile, GlobalTile)
+                    else None
+                )
                 if f and tile_dtype and tile_dtype != f.dtype:
-                    problem(f"{stmt.frag} holds {f.dtype} but its tile is {tile_dtype} "
-                            "(WMMA loads and stores do not convert)")
+                    problem(
+                        f"{stmt.frag} holds {f.dtype} but its tile is {tile_dtype} "
+                        "(WMMA loads and stores do not convert)"
+                    )
                 if isinstance(stmt, StoreFrag):
                     check_frag(stmt.frag, "accumulator")
                 elif f is not None:
@@ -121,8 +156,9 @@ def verify(kernel: KernelIR, after: str = "lower") -> None:
     _check_fragment_alignment(kernel, errs)
     for b in kernel.buffers:
         if b.pitch < b.cols or (b.pitch * DTYPE_BYTES[b.dtype]) % 16:
-            problem(f"buffer {b.name}: pitch {b.pitch} must be ≥ {b.cols} and keep rows 16-byte "
-                    "aligned")
+            problem(
+                f"buffer {b.name}: pitch {b.pitch} must be ≥ {b.cols} and keep rows 16-byte aligned"
+            )
     errs.raise_if_any()
 
 
@@ -165,7 +201,8 @@ def pow2_alignment(e: Expr, known: dict[str, int]) -> int:
 
 def _check_fragment_alignment(kernel: KernelIR, errs: Collector) -> None:
     """WMMA loads and stores need 32-byte aligned pointers and 16-byte multiples of ldm."""
-    from .ir import buffer_offsets, walk as walk_stmts
+    from .ir import buffer_offsets
+    from .ir import walk as walk_stmts
 
     s, g = kernel.schedule, kernel.gemm
     bm, bn, bk = s.block
@@ -190,8 +227,11 @@ def _check_fragment_alignment(kernel: KernelIR, errs: Collector) -> None:
         if pointer < 32 or ldm < 16:
             name = tile.buffer if isinstance(tile, SharedTile) else tile.operand
             m, n, k = s.mma
-            errs.add(s.loc("mma"), f"{m} x {n} x {k} fragments of {name} would be loaded from "
-                     f"pointers only {pointer}-byte aligned (ldm {ldm} bytes); WMMA needs "
-                     "32-byte aligned pointers and ldm a multiple of 16 bytes",
-                     "use 16 x 16 x 16 fragments, or a shape whose fragments sit 32 bytes apart")
+            errs.add(
+                s.loc("mma"),
+                f"{m} x {n} x {k} fragments of {name} would be loaded from "
+                f"pointers only {pointer}-byte aligned (ldm {ldm} bytes); WMMA needs "
+                "32-byte aligned pointers and ldm a multiple of 16 bytes",
+                "use 16 x 16 x 16 fragments, or a shape whose fragments sit 32 bytes apart",
+            )
             return

@@ -42,7 +42,7 @@ hgemm_f16(const half* __restrict__ A, const half* __restrict__ B, half* __restri
     half (*Bs)[BS_ROWS][BS_PITCH] = reinterpret_cast<half (*)[BS_ROWS][BS_PITCH]>(smem + 36864);
     const int warp = threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
-    const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // this warp's place in the block
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in the block
     const int tiles_n = (N + BN - 1) / BN;
     const int pid = blockIdx.x;  // one block per tile: (M + BM - 1) / BM x tiles_n blocks
     const int bm = pid / tiles_n, bn = pid % tiles_n;  // this block's tile

@@ -16,8 +16,8 @@ constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
 constexpr int WARPS_M = 4, WARPS_N = 1, WARP_SIZE = 32, THREADS = 128;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 0 (line 13): fragments load straight from global memory (no shared memory)
-// copy sync 16 (default): unused: no shared-memory tiles
-// pad auto (default): unused: no shared-memory tiles
+// copy sync 16 (default): unused: no shared-memory tiles of A and B
+// pad auto (default): unused: no shared-memory tiles of A and B
 // swizzle none (line 14): block i computes tile (i / tiles_n, i % tiles_n)
 // sync all (line 15): every barrier the lowering placed is kept
 // load_order ab (default): A's tile is copied first
@@ -31,7 +31,7 @@ hgemm_v1(const half* __restrict__ A, const half* __restrict__ B, float* __restri
 {
     using namespace hgemm_v1_schedule;
     const int warp = threadIdx.x / WARP_SIZE;
-    const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // this warp's place in the block
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in the block
     const int tiles_n = (N + BN - 1) / BN;
     const int pid = blockIdx.x;  // one block per tile: (M + BM - 1) / BM x tiles_n blocks
     const int bm = pid / tiles_n, bn = pid % tiles_n;  // this block's tile

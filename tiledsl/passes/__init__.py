@@ -13,7 +13,7 @@ directives before the pipeline starts.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import Diagnostic, TileError
 from ..ir import KernelIR
@@ -33,8 +33,13 @@ def _registry() -> tuple[Pass, ...]:
     from .smem_tiling import smem_tiling
 
     return (
-        Pass("smem-tiling", "stages", smem_tiling, lambda s: s.stages >= 1,
-             "stages A and B tiles through shared memory, with barriers around the compute"),
+        Pass(
+            "smem-tiling",
+            "stages",
+            smem_tiling,
+            lambda s: s.stages >= 1,
+            "stages A and B tiles through shared memory, with barriers around the compute",
+        ),
     )
 
 
@@ -58,7 +63,7 @@ def run_pipeline(
         ran = p.enabled(kernel.schedule)
         if ran:
             try:
-                kernel = p.run(kernel)
+                kernel = replace(p.run(kernel), passes=(*kernel.passes, p.name))
             except TileError as err:
                 raise TileError([_in_pass(d, p.name) for d in err.diagnostics], err.source) from err
         if after_each:

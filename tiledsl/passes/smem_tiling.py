@@ -20,8 +20,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..expr import Const
-from ..ir import (Barrier, Copy, For, GlobalTile, KernelIR, LoadFrag, SharedBuffer, SharedTile,
-                  DTYPE_BYTES)
+from ..ir import (
+    DTYPE_BYTES,
+    Barrier,
+    Copy,
+    For,
+    GlobalTile,
+    KernelIR,
+    LoadFrag,
+    SharedBuffer,
+    SharedTile,
+)
 
 
 def smem_tiling(kernel: KernelIR) -> KernelIR:
@@ -51,18 +60,34 @@ def _tile_loop(loop: For, kernel: KernelIR, shapes: dict[str, tuple[int, int]]):
     for name in order:
         rows, cols = shapes[name]
         op = kernel.gemm.operand(name)
-        buf = SharedBuffer(name + "s", op.dtype, 1, rows, cols, cols,
-                           f"block tile of {name}", s.loc("stages"))
+        buf = SharedBuffer(
+            name + "s", op.dtype, 1, rows, cols, cols, f"block tile of {name}", s.loc("stages")
+        )
         buffers.append(buf)
         vector = s.copy_bytes // DTYPE_BYTES[op.dtype]
-        copies.append(Copy(SharedTile(buf.name, Const(0), (Const(0), Const(0)), rows, cols),
-                           GlobalTile(name, origins[name], (Const(0), Const(0)), rows, cols),
-                           vector, "block", "sync", s.loc("copy")))
+        copies.append(
+            Copy(
+                SharedTile(buf.name, Const(0), (Const(0), Const(0)), rows, cols),
+                GlobalTile(name, origins[name], (Const(0), Const(0)), rows, cols),
+                vector,
+                "block",
+                "sync",
+                s.loc("copy"),
+            )
+        )
     names = ", ".join(b.name for b in buffers)
-    raw = Barrier("block", f"RAW: the copies into {names} (all threads) must land before any "
-                  "warp's fragment loads read them", s.loc("stages"))
-    war = Barrier("block", f"WAR: every warp's fragment loads of this step must finish before "
-                  f"the next step's copies overwrite {names}", s.loc("stages"))
+    raw = Barrier(
+        "block",
+        f"RAW: the copies into {names} (all threads) must land before any "
+        "warp's fragment loads read them",
+        s.loc("stages"),
+    )
+    war = Barrier(
+        "block",
+        f"WAR: every warp's fragment loads of this step must finish before "
+        f"the next step's copies overwrite {names}",
+        s.loc("stages"),
+    )
     inner = _redirect(loop.body, {name: name + "s" for name in origins}, origins)
     return replace(loop, body=(*copies, raw, *inner, war)), buffers
 
@@ -80,10 +105,16 @@ def _redirect(body, buffer_of: dict[str, str], origins: dict[str, tuple]):
     for stmt in body:
         if isinstance(stmt, For):
             stmt = replace(stmt, body=_redirect(stmt.body, buffer_of, origins))
-        elif (isinstance(stmt, LoadFrag) and isinstance(stmt.src, GlobalTile)
-              and stmt.src.operand in buffer_of and stmt.src.origin == origins[stmt.src.operand]):
+        elif (
+            isinstance(stmt, LoadFrag)
+            and isinstance(stmt.src, GlobalTile)
+            and stmt.src.operand in buffer_of
+            and stmt.src.origin == origins[stmt.src.operand]
+        ):
             src = stmt.src
-            stmt = replace(stmt, src=SharedTile(buffer_of[src.operand], Const(0), src.offset,
-                                                src.rows, src.cols))
+            stmt = replace(
+                stmt,
+                src=SharedTile(buffer_of[src.operand], Const(0), src.offset, src.rows, src.cols),
+            )
         out.append(stmt)
     return tuple(out)

@@ -1,0 +1,257 @@
+"""Semantic errors: the spec's "What a wrong file gets", each asserted as (line, col, message).
+
+Every case starts from one valid kernel and breaks one thing; the last cases check
+that all errors of a file come in one report, and that what is not built yet is
+refused where it was asked for (or, for a default, at the kernel).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tiledsl.driver import compile_source
+from tiledsl.errors import TileError
+
+BASE = """kernel k {
+    A: f16[M, K] row
+    B: f16[K, N] row
+    C: f32[M, N] row
+    C[m, n] = A[m, k] * B[k, n]
+    block   64 x 64 x 32
+    mma     16 x 16 x 16
+    stages  1
+    pad     none
+    swizzle none
+    sync    all
+}
+"""
+
+
+def errors_of(source: str) -> list[tuple[int, int, str]]:
+    with pytest.raises(TileError) as info:
+        compile_source(source, "t.tile")
+    return [(d.loc.line, d.loc.col, d.message) for d in info.value.diagnostics]
+
+
+def edit(old: str, new: str) -> str:
+    assert old in BASE
+    return BASE.replace(old, new)
+
+
+def test_the_base_file_is_valid():
+    assert compile_source(BASE, "t.tile").kernels[0].name == "k"
+
+
+CASES = {
+    "not a matrix product": (
+        edit("* B[k, n]", "* B[m, n]"),
+        [(5, 5, "the computation is not a matrix product")],
+    ),
+    "summed index indexes C": (
+        edit("C[m, n] = A[m, k] * B[k, n]", "C[m, k] = A[m, k] * B[k, n]").replace(
+            "C: f32[M, N]", "C: f32[M, K]"
+        ),
+        [(5, 5, "the computation is not a matrix product")],
+    ),
+    "undeclared operand": (
+        edit("* B[k, n]", "* D[k, n]"),
+        [(5, 25, "'D' is not a declared operand")],
+    ),
+    "shapes disagree": (
+        edit("B: f16[K, N]", "B: f16[M, N]"),
+        [(5, 25, "index 'k' runs over M in B but over K in A: the shapes do not agree")],
+    ),
+    "BM not divisible by mma.M x CM": (
+        edit("64 x 64 x 32", "72 x 64 x 32"),
+        [(6, 5, "BM = 72 is not divisible by mma.M × CM = 16 × 1 = 16")],
+    ),
+    "BK not divisible by mma.K": (
+        edit("64 x 64 x 32", "64 x 64 x 24"),
+        [(6, 5, "BK = 24 is not divisible by mma.K = 16")],
+    ),
+    "fragment shape the target lacks": (
+        edit("16 x 16 x 16", "16 x 16 x 8"),
+        [(7, 5, "cuda sm_90 has no 16 x 16 x 8 f16 fragment")],
+    ),
+    "dtype the target lacks": (
+        edit("A: f16", "A: f32").replace("B: f16", "B: f32"),
+        [
+            (2, 5, "cuda sm_90 tensor cores take no f32 inputs"),
+            (3, 5, "cuda sm_90 tensor cores take no f32 inputs"),
+        ],
+    ),
+    "unknown element type": (edit("C: f32", "C: f64"), [(4, 8, "unknown element type 'f64'")]),
+    "too many threads per block": (
+        edit("64 x 64 x 32", "128 x 256 x 32"),
+        [(6, 5, "8 x 16 warps of 32 threads = 4096 threads per block; cuda sm_90 allows 1024")],
+    ),
+    "warp count over the MUSA block limit": (
+        edit("    sync    all\n", "    sync    all\n    target  musa mp_22\n"),
+        [
+            (6, 5, "4 x 4 warps of 128 threads = 2048 threads per block; musa mp_22 allows 1024"),
+            (12, 5, "target musa mp_22 is not built yet: it needs the MUSA emitter"),
+        ],
+    ),
+    "shared memory over the limit": (
+        edit("64 x 64 x 32", "64 x 64 x 1024"),
+        [(8, 5, "262144 bytes of shared memory per block; cuda sm_90 allows 232448")],
+    ),
+    "copy vector width": (
+        edit("    pad", "    copy    sync 12\n    pad"),
+        [(9, 18, "copy vector width must be 4, 8 or 16 bytes, found 12")],
+    ),
+    "stages out of range": (
+        edit("stages  1", "stages  -1"),
+        [(8, 13, "'stages' takes integers ≥ 0, found -1")],
+    ),
+    "swizzle grouped 0": (
+        edit("swizzle none", "swizzle grouped 0"),
+        [(10, 21, "'swizzle' takes integers ≥ 1, found 0")],
+    ),
+    "a directive twice": (
+        edit("    pad     none\n", "    pad     none\n    pad     none\n"),
+        [(10, 5, "directive 'pad' given twice in kernel 'k'")],
+    ),
+    "unknown target": (
+        edit("    sync    all\n", "    sync    all\n    target  cuda sm_75\n"),
+        [(12, 5, "unknown target 'cuda sm_75'")],
+    ),
+    "no block directive": (
+        edit("    block   64 x 64 x 32\n", ""),
+        [(1, 8, "kernel 'k' has no 'block' directive")],
+    ),
+    "literal size not a multiple of the tile": (
+        edit("A: f16[M, K]", "A: f16[100, K]").replace("C: f32[M, N]", "C: f32[100, N]"),
+        [(4, 5, "M = 100 is not a multiple of the block tile (64)")],
+    ),
+    "a tuning set": (
+        edit("64 x 64 x 32", "{64, 128} x 64 x 32"),
+        [
+            (
+                6,
+                13,
+                "a tuning set {…} makes this file a tuning space, which compile and run "
+                "cannot take",
+            )
+        ],
+    ),
+    "misaligned fragments": (
+        edit("C: f32", "C: f16").replace("16 x 16 x 16", "32 x 8 x 16"),
+        [
+            (
+                7,
+                5,
+                "32 x 8 x 16 fragments of B would be loaded from pointers only 16-byte "
+                "aligned (ldm 128 bytes); WMMA needs 32-byte aligned pointers and ldm a multiple "
+                "of 16 bytes",
+            )
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_semantic_error(name):
+    source, expected = CASES[name]
+    assert errors_of(source) == expected
+
+
+def test_all_errors_of_a_file_in_one_report():
+    source = edit("16 x 16 x 16", "16 x 16 x 8").replace("* B[k, n]", "* D[k, n]")
+    assert errors_of(source) == [
+        (5, 25, "'D' is not a declared operand"),
+        (7, 5, "cuda sm_90 has no 16 x 16 x 8 f16 fragment"),
+    ]
+
+
+def test_errors_of_every_kernel_in_one_report():
+    second = BASE.replace("kernel k", "kernel k2").replace("mma     16 x 16 x 16", "mma 8 x 8 x 8")
+    errors = errors_of(BASE.replace("64 x 64 x 32", "72 x 64 x 32") + second)
+    assert [(line, col) for line, col, _ in errors] == [(6, 5), (19, 5)]
+
+
+UNBUILT = {
+    "stages 2": (
+        edit("stages  1", "stages  2"),
+        (8, 5, "stages 2 is not built yet: it needs the multi-buffering pass"),
+    ),
+    "coarsen": (
+        edit("    stages", "    coarsen 2 x 2\n    stages"),
+        (8, 5, "coarsen 2 x 2 is not built yet: it needs the warp-coarsening pass"),
+    ),
+    "swizzle": (
+        edit("swizzle none", "swizzle grouped 8"),
+        (10, 5, "swizzle grouped 8 is not built yet: it needs the swizzle pass"),
+    ),
+    "sync minimal": (
+        edit("sync    all", "sync    minimal"),
+        (
+            11,
+            5,
+            "sync minimal is not built yet: it needs the sync-elimination pass "
+            "and its hazard analysis",
+        ),
+    ),
+    "pad auto": (
+        edit("pad     none", "pad     auto"),
+        (9, 5, "pad auto is not built yet: it needs the padding pass and its bank-conflict model"),
+    ),
+    "column-major B": (
+        edit("B: f16[K, N] row", "B: f16[K, N] col"),
+        (
+            3,
+            5,
+            "B as the product reads it is col-major; only row-major A (M x K), "
+            "B (K x N) and C (M x N) are built so far",
+        ),
+    ),
+    "epilogue": (
+        edit("    sync    all\n", "    sync    all\n    epilogue relu\n"),
+        (12, 5, "epilogue relu is not built yet: it needs epilogue support"),
+    ),
+    "f16 C stored directly": (
+        edit("C: f32", "C: f16").replace(
+            "    sync    all\n", "    sync    all\n    epilogue_via direct\n"
+        ),
+        (
+            12,
+            5,
+            "epilogue_via direct with f16 C is not built yet: it needs converting fragment "
+            "stores to C",
+        ),
+    ),
+    "load_order alternate": (
+        edit("    sync    all\n", "    sync    all\n    load_order alternate\n"),
+        (12, 5, "load_order alternate is not built yet: it needs alternating load order"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(UNBUILT))
+def test_unbuilt_directive_is_refused_where_written(name):
+    source, expected = UNBUILT[name]
+    assert errors_of(source) == [expected]
+
+
+def test_unbuilt_default_is_refused_at_the_kernel_with_the_fix():
+    with pytest.raises(TileError) as info:
+        compile_source(edit("    sync    all\n", ""), "t.tile")
+    (d,) = info.value.diagnostics
+    assert (d.loc.line, d.loc.col) == (1, 8)  # the kernel's name
+    assert d.message == (
+        "'sync' defaults to sync minimal, which is not built yet: it needs the "
+        "sync-elimination pass and its hazard analysis"
+    )
+    assert d.notes == ("write `sync all` (every barrier the lowering places is kept)",)
+
+
+def test_rendered_report_has_location_source_line_caret_and_note():
+    with pytest.raises(TileError) as info:
+        compile_source(edit("16 x 16 x 16", "16 x 16 x 8"), "bad.tile")
+    text = str(info.value)
+    assert text.splitlines()[:3] == [
+        "bad.tile:7:5: error: cuda sm_90 has no 16 x 16 x 8 f16 fragment",
+        "        mma     16 x 16 x 8",
+        "        ^" + "~" * (len("mma     16 x 16 x 8") - 1),
+    ]
+    assert text.splitlines()[3].startswith("note: fragment shapes here: 16 x 16 x 16")

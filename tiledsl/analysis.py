@@ -1,0 +1,178 @@
+"""Meaning for a parsed kernel: its GEMM, its schedule, its target, checked together.
+
+`analyze(kernel)` combines `gemm.resolve_gemm` and `schedule.read_directives`,
+fills the defaults that depend on the operands, and checks what needs both —
+divisibility, the target's fragment shapes and limits, copy widths — collecting
+every problem of the file. What the compiler cannot build yet is refused
+afterwards by `tiledsl.support`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from . import syntax as S
+from .errors import Collector
+from .expr import Const
+from .gemm import Gemm, resolve_gemm
+from .schedule import Schedule, read_directives
+from .targets import DEFAULT_TARGET, TARGETS, Target
+
+
+@dataclass(frozen=True)
+class Analysis:
+    name: str
+    gemm: Gemm
+    schedule: Schedule
+    target: Target
+
+
+def analyze(
+    kernel: S.Kernel, target_override: str | None = None, errs: Collector | None = None
+) -> Analysis | None:
+    """Resolve and check one kernel.
+
+    With a Collector, problems are added to it and the result is None only when the
+    GEMM itself cannot be made out; without one, any problem raises TileError.
+    """
+    if errs is None:
+        own = Collector()
+        result = analyze(kernel, target_override, own)
+        own.raise_if_any()
+        return result
+    sched, pads = read_directives(kernel, target_override, errs)
+    target = TARGETS.get(sched.target, TARGETS[DEFAULT_TARGET])
+    gemm = resolve_gemm(kernel, errs)
+    if gemm is not None:
+        sched = _resolve_operand_defaults(sched, gemm, pads, errs)
+        _check_types(gemm, sched, target, errs)
+    _check_shapes(sched, target, gemm, errs)
+    return None if gemm is None else Analysis(kernel.name, gemm, sched, target)
+
+
+def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Collector) -> Schedule:
+    updates: dict = {}
+    if "epilogue_via" not in sched.written:
+        updates["epilogue_via"] = "direct" if gemm.c.dtype == "f32" else "shared"
+    for name, (value, loc) in pads.items():
+        if name == gemm.a.name:
+            updates["pad_a"] = value
+        elif name == gemm.b.name:
+            updates["pad_b"] = value
+        else:
+            errs.add(
+                loc,
+                f"'{name}' is not an input operand; pad applies to {gemm.a.name} and {gemm.b.name}",
+                f"e.g. `pad {gemm.a.name} 8, {gemm.b.name} 8`",
+            )
+    return replace(sched, **updates)
+
+
+# ---------------------------------------------------------------- checks
+
+
+def _check_types(gemm: Gemm, sched: Schedule, target: Target, errs: Collector) -> None:
+    for op in (gemm.a, gemm.b):
+        if op.dtype not in target.mma_shapes:
+            errs.add(
+                op.loc,
+                f"{target.name} tensor cores take no {op.dtype} inputs",
+                "inputs may be " + " or ".join(target.mma_shapes),
+            )
+    if gemm.a.dtype != gemm.b.dtype:
+        errs.add(
+            gemm.b.loc,
+            f"A and B must have one element type; found {gemm.a.dtype} and {gemm.b.dtype}",
+            "declare both f16 (or both bf16)",
+        )
+    if sched.accumulate not in ("f32", "f16"):
+        errs.add(
+            sched.loc("accumulate"),
+            f"cannot accumulate in '{sched.accumulate}'",
+            "write `accumulate f32` (default) or `accumulate f16`",
+        )
+
+
+def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Collector) -> None:
+    if sched.block == (0, 0, 0):
+        return
+    bm, bn, bk = sched.block
+    m, n, k = sched.mma
+    cm, cn = sched.coarsen
+    dtype = gemm.a.dtype if gemm is not None else "f16"
+    if dtype not in target.mma_shapes:
+        return  # already reported: the target takes no such inputs
+    shapes = target.mma_shapes[dtype]
+    if sched.mma not in shapes:
+        errs.add(
+            sched.loc("mma"),
+            f"{target.name} has no {m} x {n} x {k} {dtype} fragment",
+            "fragment shapes here: " + ", ".join(" x ".join(map(str, s)) for s in shapes),
+        )
+        return
+    ok = True
+    for what, size, unit, expl in (
+        ("BM", bm, m * cm, f"mma.M × CM = {m} × {cm} = {m * cm}"),
+        ("BN", bn, n * cn, f"mma.N × CN = {n} × {cn} = {n * cn}"),
+        ("BK", bk, k, f"mma.K = {k}"),
+    ):
+        if size % unit:
+            ok = False
+            errs.add(
+                sched.loc("block"),
+                f"{what} = {size} is not divisible by {expl}",
+                f"make {what} a multiple of {unit}, e.g. {max(unit, size - size % unit)}",
+            )
+    if not ok:
+        return
+    warps_m, warps_n = sched.warps
+    threads = warps_m * warps_n * target.warp_width
+    if threads > target.max_threads_per_block:
+        errs.add(
+            sched.loc("block"),
+            f"{warps_m} x {warps_n} warps of {target.warp_width} threads = "
+            f"{threads} threads per block; {target.name} allows {target.max_threads_per_block}",
+            "use a smaller block tile (warp coarsening, one warp computing several "
+            "fragments, is not built yet)",
+        )
+    if gemm is not None and sched.stages >= 1:
+        _check_copy_width(sched, gemm, errs)
+    if gemm is not None:
+        for dim, size, what in ((gemm.m, bm, "M"), (gemm.n, bn, "N"), (gemm.k, bk, "K")):
+            if isinstance(dim, Const) and dim.value % size:
+                errs.add(
+                    gemm.c.loc if what != "K" else gemm.a.loc,
+                    f"{what} = {dim.value} is not a multiple of the block tile ({size})",
+                    "edge tiles come with any-shape support; for now pick a multiple",
+                )
+
+
+def _check_copy_width(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
+    """Each copied tile row must split into whole vectors, and each vector stay aligned."""
+    bm, bn, bk = sched.block
+    width = sched.copy_bytes
+    for op, row_elems in ((gemm.a, bk), (gemm.b, bn)):
+        size = _BYTES[op.dtype]
+        if (row_elems * size) % width:
+            errs.add(
+                sched.loc("copy"),
+                f"a {width}-byte copy vector does not divide a "
+                f"{row_elems}-element row of {op.name}'s block tile ({row_elems * size} bytes)",
+                f"use `copy {sched.copy_mode} {_largest_divisor(row_elems * size)}` "
+                "or a wider tile",
+            )
+        ld = op.leading_dim
+        if isinstance(ld, Const) and (ld.value * size) % width:
+            errs.add(
+                op.loc,
+                f"rows of {op.name} are {ld.value * size} bytes apart, so "
+                f"{width}-byte copies would be misaligned",
+                f"use `copy {sched.copy_mode} {_largest_divisor(ld.value * size)}`",
+            )
+
+
+_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+
+
+def _largest_divisor(nbytes: int) -> int:
+    return next(w for w in (16, 8, 4, 2) if nbytes % w == 0)
