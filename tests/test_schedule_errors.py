@@ -171,18 +171,6 @@ def test_errors_of_every_kernel_in_one_report():
 
 
 UNBUILT = {
-    "stages 2": (
-        edit("stages  1", "stages  2"),
-        (8, 5, "stages 2 is not built yet: it needs the multi-buffering pass"),
-    ),
-    "coarsen": (
-        edit("    stages", "    coarsen 2 x 2\n    stages"),
-        (8, 5, "coarsen 2 x 2 is not built yet: it needs the warp-coarsening pass"),
-    ),
-    "swizzle": (
-        edit("swizzle none", "swizzle grouped 8"),
-        (10, 5, "swizzle grouped 8 is not built yet: it needs the swizzle pass"),
-    ),
     "sync minimal": (
         edit("sync    all", "sync    minimal"),
         (
@@ -191,10 +179,6 @@ UNBUILT = {
             "sync minimal is not built yet: it needs the sync-elimination pass "
             "and its hazard analysis",
         ),
-    ),
-    "pad auto": (
-        edit("pad     none", "pad     auto"),
-        (9, 5, "pad auto is not built yet: it needs the padding pass and its bank-conflict model"),
     ),
     "column-major B": (
         edit("B: f16[K, N] row", "B: f16[K, N] col"),

@@ -22,11 +22,11 @@ from .ir import KernelIR
 from .launch import Launch, launch_of
 from .lower import lower
 from .parser import parse
-from .passes import run_pipeline
+from .passes import LOWER, PASSES, run_pipeline
 from .support import refuse_unbuilt
 from .syntax import Program
 from .targets import parse_target_name
-from .verify import verify
+from .verify import verify, verify_limits
 
 Snapshot = tuple[str, KernelIR, bool]
 
@@ -95,7 +95,11 @@ def lower_program(
     kernels = []
     try:
         for analysis in analyze_program(program, key):
-            kernels.append(run_pipeline(lower(analysis), stop_after, checked))
+            kernel = run_pipeline(lower(analysis), stop_after, checked)
+            enabled = [p.name for p in PASSES if p.enabled(kernel.schedule)]
+            stage = kernel.passes[-1] if kernel.passes else LOWER
+            verify_limits(kernel, stage, enabled[-1] if enabled else LOWER)
+            kernels.append(kernel)
     except TileError as err:
         raise err.with_source(program.source) from None
     return tuple(kernels)

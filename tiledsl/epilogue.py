@@ -47,6 +47,7 @@ def stage_epilogue(kernel: KernelIR) -> KernelIR:
         cols,
         "per-warp staging tile of C",
         s.loc("epilogue_via"),
+        per_warp=True,
     )
     slot = SharedTile(buf.name, WARP, (Const(0), Const(0)), rows, cols)
     c_dtype = kernel.gemm.c.dtype

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 
 class Expr:
     """Base class; use the operators to build trees."""
@@ -40,6 +42,12 @@ class Expr:
     def __mod__(self, other: Expr | int) -> Expr:
         return mod(self, lift(other))
 
+    def __sub__(self, other: Expr | int) -> Expr:
+        return sub(self, lift(other))
+
+    def __rsub__(self, other: int) -> Expr:
+        return sub(lift(other), self)
+
     def __str__(self) -> str:
         return to_c(self)
 
@@ -59,7 +67,7 @@ class Var(Expr):
 
 @dataclass(frozen=True)
 class BinOp(Expr):
-    op: str  # "+", "*", "/", "%"  ("/" is floor division of non-negative integers)
+    op: str  # "+", "-", "*", "/", "%", "min"  ("/" floors: operands are non-negative)
     lhs: Expr
     rhs: Expr
 
@@ -84,6 +92,27 @@ def add(a: Expr, b: Expr) -> Expr:
     if cb == 0:
         return a
     return BinOp("+", a, b)
+
+
+def sub(a: Expr, b: Expr) -> Expr:
+    ca, cb = _const(a), _const(b)
+    if ca is not None and cb is not None:
+        return Const(ca - cb)
+    if cb == 0:
+        return a
+    if a == b:
+        return ZERO
+    return BinOp("-", a, b)
+
+
+def minimum(a: Expr | int, b: Expr | int) -> Expr:
+    a, b = lift(a), lift(b)
+    ca, cb = _const(a), _const(b)
+    if ca is not None and cb is not None:
+        return Const(min(ca, cb))
+    if a == b:
+        return a
+    return BinOp("min", a, b)
 
 
 def mul(a: Expr, b: Expr) -> Expr:
@@ -127,7 +156,7 @@ def ceil_div(a: Expr, b: int | Const) -> Expr:
     return floordiv(add(a, less_one), b)
 
 
-_PRECEDENCE = {"+": 1, "*": 2, "/": 2, "%": 2}
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
 
 
 def to_c(e: Expr, parent: int = 0, named: bool = True) -> str:
@@ -140,6 +169,8 @@ def to_c(e: Expr, parent: int = 0, named: bool = True) -> str:
     if isinstance(e, Var):
         return e.name
     assert isinstance(e, BinOp)
+    if e.op == "min":
+        return f"min({to_c(e.lhs, 0, named)}, {to_c(e.rhs, 0, named)})"
     prec = _PRECEDENCE[e.op]
     # Left-associative: the right operand of a same-precedence op needs brackets
     # unless the op is associative with it (+ after +, * after *).
@@ -167,8 +198,12 @@ def evaluate(e: Expr, env: dict[str, Any]) -> Any:
         return a + b
     if e.op == "*":
         return a * b
+    if e.op == "-":
+        return a - b
     if e.op == "/":
         return a // b
+    if e.op == "min":
+        return min(a, b) if isinstance(a, int) and isinstance(b, int) else np.minimum(a, b)
     return a % b
 
 
@@ -185,6 +220,6 @@ def substitute(e: Expr, bindings: dict[str, Expr]) -> Expr:
     if isinstance(e, Var):
         return bindings.get(e.name, e)
     if isinstance(e, BinOp):
-        build = {"+": add, "*": mul, "/": floordiv, "%": mod}[e.op]
+        build = {"+": add, "-": sub, "*": mul, "/": floordiv, "%": mod, "min": minimum}[e.op]
         return build(substitute(e.lhs, bindings), substitute(e.rhs, bindings))
     return e

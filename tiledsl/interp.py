@@ -6,13 +6,20 @@ axis), copies spread over threads or lanes exactly as the emitted loops spread
 them, and fragments held per warp. Values follow the tensor cores: inputs are
 f16, products exact, sums in the accumulator's type.
 
-Races: every shared-memory access is logged with its issuer — a thread for
-copies, the whole warp for warp-collective fragment ops (their lane mapping is
-unspecified) — and the warp-barrier epoch of its warp. At each block barrier
-the phase's log is checked: two accesses to one element, one a write, race when
-they come from different warps, or from different issuers of one warp with no
-`__syncwarp` between them. The execution order inside a phase cannot hide a
-race, since the check is on happens-before, not on the values seen.
+Shared memory is one byte arena, as on the GPU, so buffers that alias (a C
+staging tile over the A/B tiles) share bytes; it starts as all-ones bytes (NaN
+in f16 and f32), so reading what nothing wrote shows in the result.
+
+Async copies (cp.async) read global memory when issued and land when a
+`wait_group` retires their group; touching bytes still in flight is an error.
+
+Races: every shared-memory access is logged, in 2-byte units, with its issuer — a
+thread for copies, the whole warp for warp-collective fragment ops (their lane
+mapping is unspecified) — and the warp-barrier epoch of its warp. At each block
+barrier the phase's log is checked: two accesses to one unit, one a write, race
+when they come from different warps, or from different issuers of one warp with
+no `__syncwarp` between them. The check is on happens-before, so the order in
+which the interpreter runs a phase cannot hide a race.
 """
 
 from __future__ import annotations
@@ -21,14 +28,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .expr import Expr, evaluate
+from .expr import Var, evaluate
 from .grid import block_tile, grid_vars
 from .ir import (
     DTYPE_BYTES,
+    AsyncCommit,
+    AsyncWait,
     Barrier,
     Copy,
     Fill,
     For,
+    If,
     KernelIR,
     LoadFrag,
     Mma,
@@ -40,10 +50,11 @@ from .ir import (
 from .printer import stmt_text
 
 NP_DTYPES = {"f16": np.float16, "f32": np.float32, "bf16": np.float32}
+UNIT = 2  # bytes: the race log's granule (the smallest element)
 
 
 class InterpreterError(Exception):
-    """The IR did something the GPU would fault on or race on."""
+    """The IR did something the GPU would fault on, race on, or read garbage from."""
 
 
 class RaceError(InterpreterError):
@@ -56,11 +67,12 @@ class Stats:
     block_barriers: int = 0
     warp_barriers: int = 0
     mma: int = 0
+    async_groups: int = 0
 
 
 @dataclass
 class _Access:
-    elems: np.ndarray  # flat element indices into the buffer
+    units: np.ndarray  # 2-byte units of the arena
     issuers: np.ndarray  # thread id, or threads + warp for warp-collective ops
     warps: np.ndarray
     epochs: np.ndarray  # warp-barrier epoch of the issuing warp
@@ -69,12 +81,28 @@ class _Access:
 
 
 @dataclass
+class _Pending:
+    """One async copy: where it lands, what it carries, who issued it."""
+
+    view: np.ndarray
+    flat: np.ndarray
+    values: np.ndarray
+    units: np.ndarray
+    issuers: np.ndarray
+    stmt: Copy
+
+
+@dataclass
 class _Block:
     env: dict
-    smem: dict[str, np.ndarray]
+    arena: np.ndarray
+    views: dict[str, np.ndarray]
     frags: dict[str, np.ndarray]
     epochs: np.ndarray
-    log: dict[str, list[_Access]] = field(default_factory=dict)
+    inflight: np.ndarray  # per unit: an async copy is still filling it
+    log: list[_Access] = field(default_factory=list)
+    uncommitted: list[_Pending] = field(default_factory=list)
+    groups: list[list[_Pending]] = field(default_factory=list)
 
 
 def interpret(kernel: KernelIR, arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> Stats:
@@ -92,7 +120,11 @@ class _Interpreter:
         self.stmt_ids: dict[int, int] = {}
         self.ww = kernel.target.warp_width
         self.nwarps = kernel.warp_count
+        self.threads = kernel.threads
         self.offsets = buffer_offsets(kernel)
+        self.arena_bytes = max(
+            [self.offsets[b.name] + b.size_bytes for b in kernel.buffers], default=0
+        )
         warp = np.arange(self.nwarps)
         self.warp_env = {"warp": warp, "wm": warp // kernel.warps[1], "wn": warp % kernel.warps[1]}
 
@@ -101,19 +133,35 @@ class _Interpreter:
         mapping = block_tile(self.k)
         for pid in range(grid["tiles_m"] * grid["tiles_n"]):
             env = {**self.sizes, **grid, "pid": pid}
-            env.update({name: int(evaluate(e, env)) for name, e in mapping.items()})
+            for name, e in mapping.items():  # in order: each step may use the ones before
+                env[name] = int(evaluate(e, env))
             env.update(self.warp_env)
-            smem = {
-                b.name: np.full((b.slots, b.rows, b.pitch), np.nan, NP_DTYPES[b.dtype])
+            arena = np.full(self.arena_bytes, 0xFF, np.uint8)
+            views = {
+                b.name: arena[self.offsets[b.name] : self.offsets[b.name] + b.size_bytes]
+                .view(NP_DTYPES[b.dtype])
+                .reshape(-1)
                 for b in self.k.buffers
             }
             frags = {
                 f.name: np.zeros((self.nwarps, *f.count, f.rows, f.cols), NP_DTYPES[f.dtype])
                 for f in self.k.fragments
             }
-            block = _Block(env, smem, frags, np.zeros(self.nwarps, np.int64))
-            self._body(block, self.k.body)
-            self._check_phase(block)
+            blk = _Block(
+                env,
+                arena,
+                views,
+                frags,
+                np.zeros(self.nwarps, np.int64),
+                np.zeros(self.arena_bytes // UNIT, bool),
+            )
+            self._body(blk, self.k.body)
+            if blk.uncommitted or any(blk.groups):
+                raise InterpreterError(
+                    "async copies were issued but never waited for "
+                    f"(block {pid}): a cp.async.wait_group is missing"
+                )
+            self._check_phase(blk)
             self.stats.blocks += 1
         return self.stats
 
@@ -122,6 +170,10 @@ class _Interpreter:
         for stmt in body:
             self._stmt(blk, stmt)
 
+    def _frag(self, blk: _Block, ref):
+        i, j = int(evaluate(ref.i, blk.env)), int(evaluate(ref.j, blk.env))
+        return blk.frags[ref.name], i, j
+
     def _stmt(self, blk: _Block, s) -> None:
         if isinstance(s, For):
             start, stop = int(evaluate(s.start, blk.env)), int(evaluate(s.stop, blk.env))
@@ -129,26 +181,42 @@ class _Interpreter:
                 blk.env[s.var] = value
                 self._body(blk, s.body)
             blk.env.pop(s.var, None)
+        elif isinstance(s, If):
+            lhs, rhs = evaluate(s.lhs, blk.env), evaluate(s.rhs, blk.env)
+            if np.ndim(lhs) or np.ndim(rhs):
+                raise InterpreterError(f"`if` on a thread-dependent condition: {stmt_text(s)}")
+            taken = lhs < rhs if s.op == "<" else lhs == rhs
+            self._body(blk, s.then if taken else s.orelse)
         elif isinstance(s, Fill):
-            blk.frags[s.frag.name][:, s.frag.i, s.frag.j] = s.value
+            frag, i, j = self._frag(blk, s.frag)
+            frag[:, i, j] = s.value
         elif isinstance(s, LoadFrag):
             self._check_fragment_pointer(blk, s.src, s)
-            values = self._read_tile(blk, s.src, self._warp_issuers(), s)
-            frag = blk.frags[s.frag.name]
-            frag[:, s.frag.i, s.frag.j] = values.astype(frag.dtype)
+            frag, i, j = self._frag(blk, s.frag)
+            frag[:, i, j] = self._read_tile(blk, s.src, s).astype(frag.dtype)
         elif isinstance(s, Mma):
-            acc = blk.frags[s.acc.name]
-            a = blk.frags[s.a.name][:, s.a.i, s.a.j].astype(np.float32)
-            b = blk.frags[s.b.name][:, s.b.i, s.b.j].astype(np.float32)
-            total = acc[:, s.acc.i, s.acc.j].astype(np.float32) + np.matmul(a, b)
-            acc[:, s.acc.i, s.acc.j] = total.astype(acc.dtype)
+            acc, ai, aj = self._frag(blk, s.acc)
+            a, i, j = self._frag(blk, s.a)
+            b, bi, bj = self._frag(blk, s.b)
+            product = np.matmul(a[:, i, j].astype(np.float32), b[:, bi, bj].astype(np.float32))
+            acc[:, ai, aj] = (acc[:, ai, aj].astype(np.float32) + product).astype(acc.dtype)
             self.stats.mma += self.nwarps
         elif isinstance(s, StoreFrag):
             self._check_fragment_pointer(blk, s.dst, s)
-            frag = blk.frags[s.frag.name][:, s.frag.i, s.frag.j]
-            self._write_tile(blk, s.dst, frag, self._warp_issuers(), s)
+            frag, i, j = self._frag(blk, s.frag)
+            self._write_tile(blk, s.dst, frag[:, i, j], s)
         elif isinstance(s, Copy):
             self._copy(blk, s)
+        elif isinstance(s, AsyncCommit):
+            blk.groups.append(blk.uncommitted)
+            blk.uncommitted = []
+            self.stats.async_groups += 1
+        elif isinstance(s, AsyncWait):
+            while len(blk.groups) > s.pending:
+                for p in blk.groups.pop(0):
+                    p.view[p.flat] = p.values
+                    blk.inflight[p.units] = False
+                    self._log(blk, p.units, p.issuers, True, p.stmt)
         elif isinstance(s, Barrier):
             if s.scope == "block":
                 self._check_phase(blk)
@@ -159,23 +227,20 @@ class _Interpreter:
         else:
             raise InterpreterError(f"cannot interpret {type(s).__name__}")
 
-    def _warp_issuers(self) -> np.ndarray:
-        """Warp-collective ops are issued by the whole warp: ids after the thread ids."""
-        return self.nwarps * self.ww + np.arange(self.nwarps)
-
     # ------------------------------------------------------------ tiles
-    def _coords(self, blk: _Block, tile: Tile, rows, cols):
-        """Per-warp row and column indices: arrays broadcast to (warps, *shape of rows)."""
-        r0 = np.asarray(evaluate(tile.offset[0], blk.env)).reshape(-1, *([1] * rows.ndim))
-        c0 = np.asarray(evaluate(tile.offset[1], blk.env)).reshape(-1, *([1] * cols.ndim))
-        return r0 + rows, c0 + cols
-
     def _locate(self, blk: _Block, tile: Tile, rows, cols, what):
-        """(array, flat indices) of elements (rows, cols) of `tile`, bounds-checked."""
-        r, c = self._coords(blk, tile, rows, cols)
+        """(flat array, flat indices, 2-byte units or None) of elements (rows, cols) of `tile`.
+
+        Offsets may differ per warp, so results carry a leading warp axis (or 1).
+        """
+
+        def per_warp(e):
+            return np.asarray(evaluate(e, blk.env)).reshape(-1, *([1] * rows.ndim))
+
+        r, c = per_warp(tile.offset[0]) + rows, per_warp(tile.offset[1]) + cols
         if isinstance(tile, SharedTile):
             buf = self.k.buffer(tile.buffer)
-            slot = np.asarray(evaluate(tile.slot, blk.env)).reshape(-1, *([1] * rows.ndim))
+            slot = per_warp(tile.slot)
             if (
                 (r < 0).any()
                 or (r >= buf.rows).any()
@@ -185,32 +250,51 @@ class _Interpreter:
                 or (slot >= buf.slots).any()
             ):
                 raise InterpreterError(f"{what} reaches outside shared buffer {buf.name}")
-            return blk.smem[buf.name].reshape(-1), (slot * buf.rows + r) * buf.pitch + c
+            flat = (slot * buf.rows + r) * buf.pitch + c
+            size = DTYPE_BYTES[buf.dtype]
+            first = (self.offsets[buf.name] + flat * size) // UNIT
+            units = (
+                first
+                if size == UNIT
+                else np.stack([first + u for u in range(size // UNIT)], axis=-1)
+            )
+            return blk.views[buf.name], flat, units
         op = self.k.gemm.operand(tile.operand)
-        gr = r + np.asarray(evaluate(tile.origin[0], blk.env)).reshape(-1, *([1] * rows.ndim))
-        gc = c + np.asarray(evaluate(tile.origin[1], blk.env)).reshape(-1, *([1] * cols.ndim))
+        gr, gc = per_warp(tile.origin[0]) + r, per_warp(tile.origin[1]) + c
         n_rows, n_cols = (int(evaluate(d, blk.env)) for d in op.dims[-2:])
         if (gr < 0).any() or (gr >= n_rows).any() or (gc < 0).any() or (gc >= n_cols).any():
             raise InterpreterError(
                 f"{what} reaches outside {op.name} ({n_rows} x {n_cols}) in block {blk.env['pid']}"
             )
-        flat = np.asarray(evaluate(op.offset(_V("r"), _V("c")), {**blk.env, "r": gr, "c": gc}))
-        return self.arrays[op.name], flat
+        flat = np.asarray(evaluate(op.offset(Var("r"), Var("c")), {**blk.env, "r": gr, "c": gc}))
+        return self.arrays[op.name], flat, None
 
-    def _read_tile(self, blk: _Block, tile: Tile, issuers, stmt) -> np.ndarray:
+    def _warp_tile(self, blk, tile, stmt):
         rows, cols = np.arange(tile.rows)[:, None], np.arange(tile.cols)[None, :]
-        data, flat = self._locate(blk, tile, rows, cols, stmt_text(stmt))
+        data, flat, units = self._locate(blk, tile, rows, cols, stmt_text(stmt))
         flat = np.broadcast_to(flat, (self.nwarps, tile.rows, tile.cols))
-        if isinstance(tile, SharedTile):
-            self._log(blk, tile.buffer, flat, issuers[:, None, None], False, stmt)
+        if units is not None:
+            units = np.broadcast_to(units, (self.nwarps, *units.shape[1:]))
+        # Warp-collective: the issuer is the whole warp (ids after the thread ids).
+        issuers = (
+            (self.threads + np.arange(self.nwarps)).reshape(-1, *([1] * (units.ndim - 1)))
+            if units is not None
+            else None
+        )
+        return data, flat, units, issuers
+
+    def _read_tile(self, blk: _Block, tile: Tile, stmt) -> np.ndarray:
+        data, flat, units, issuers = self._warp_tile(blk, tile, stmt)
+        if units is not None:
+            self._not_in_flight(blk, units, stmt)
+            self._log(blk, units, issuers, False, stmt)
         return data[flat]
 
-    def _write_tile(self, blk: _Block, tile: Tile, values, issuers, stmt) -> None:
-        rows, cols = np.arange(tile.rows)[:, None], np.arange(tile.cols)[None, :]
-        data, flat = self._locate(blk, tile, rows, cols, stmt_text(stmt))
-        flat = np.broadcast_to(flat, (self.nwarps, tile.rows, tile.cols))
-        if isinstance(tile, SharedTile):
-            self._log(blk, tile.buffer, flat, issuers[:, None, None], True, stmt)
+    def _write_tile(self, blk: _Block, tile: Tile, values, stmt) -> None:
+        data, flat, units, issuers = self._warp_tile(blk, tile, stmt)
+        if units is not None:
+            self._not_in_flight(blk, units, stmt)
+            self._log(blk, units, issuers, True, stmt)
         data[flat] = values.astype(data.dtype)
 
     def _copy(self, blk: _Block, c: Copy) -> None:
@@ -220,28 +304,48 @@ class _Interpreter:
         cols = ((v % row_vecs) * c.vector)[:, None] + np.arange(c.vector)[None, :]
         rows = np.broadcast_to(rows, cols.shape)
         if c.by == "block":
-            issuers = np.broadcast_to((v % self.k.threads)[:, None], cols.shape)[None]
+            issuers = np.broadcast_to((v % self.threads)[:, None], cols.shape)[None]
         else:
             lanes = (v % self.ww)[:, None]
             issuers = (np.arange(self.nwarps) * self.ww)[:, None, None] + lanes[None]
         text = stmt_text(c)
-        src, sflat = self._locate(blk, c.src, rows, cols, text)
-        dst, dflat = self._locate(blk, c.dst, rows, cols, text)
+        src, sflat, sunits = self._locate(blk, c.src, rows, cols, text)
+        dst, dflat, dunits = self._locate(blk, c.dst, rows, cols, text)
         shape = np.broadcast_shapes(sflat.shape, dflat.shape, issuers.shape)
         sflat, dflat = np.broadcast_to(sflat, shape), np.broadcast_to(dflat, shape)
         issuers = np.broadcast_to(issuers, shape)
         for tile, flat in ((c.src, sflat), (c.dst, dflat)):
             self._check_alignment(tile, flat[..., 0], c.vector, text)
-        if isinstance(c.src, SharedTile):
-            self._log(blk, c.src.buffer, sflat, issuers, False, c)
-        if isinstance(c.dst, SharedTile):
-            self._log(blk, c.dst.buffer, dflat, issuers, True, c)
-        dst[dflat] = src[sflat].astype(dst.dtype)
+        if sunits is not None:
+            sunits = np.broadcast_to(sunits, (*shape, *sunits.shape[len(shape) :]))
+            self._not_in_flight(blk, sunits, c)
+            self._log(blk, sunits, _expand(issuers, sunits), False, c)
+        values = src[sflat].astype(dst.dtype)
+        if dunits is None:
+            dst[dflat] = values
+            return
+        dunits = np.broadcast_to(dunits, (*shape, *dunits.shape[len(shape) :]))
+        self._not_in_flight(blk, dunits, c)
+        if c.mode == "async":
+            blk.uncommitted.append(
+                _Pending(dst, dflat, values, dunits, _expand(issuers, dunits), c)
+            )
+            blk.inflight[dunits] = True
+        else:
+            dst[dflat] = values
+            self._log(blk, dunits, _expand(issuers, dunits), True, c)
+
+    def _not_in_flight(self, blk: _Block, units, stmt) -> None:
+        if blk.inflight[units].any():
+            raise InterpreterError(
+                f"`{stmt_text(stmt)}` touches shared memory that a cp.async is "
+                "still filling: a wait_group (and barrier) is missing before it"
+            )
 
     def _check_fragment_pointer(self, blk: _Block, tile: Tile, stmt) -> None:
         """WMMA wants a 32-byte aligned pointer and a leading dimension of whole 16 bytes."""
         zero = np.zeros((1, 1), np.int64)
-        _, flat = self._locate(blk, tile, zero, zero, stmt_text(stmt))
+        _, flat, _ = self._locate(blk, tile, zero, zero, stmt_text(stmt))
         if isinstance(tile, SharedTile):
             buf = self.k.buffer(tile.buffer)
             size, base, ld = DTYPE_BYTES[buf.dtype], self.offsets[buf.name], buf.pitch
@@ -266,75 +370,77 @@ class _Interpreter:
             raise InterpreterError(f"{what}: a {vector * size}-byte vector access is misaligned")
 
     # ------------------------------------------------------------ races
-    def _log(self, blk: _Block, buffer: str, flat, issuers, write: bool, stmt) -> None:
-        flat = np.asarray(flat)
-        issuers = np.broadcast_to(issuers, flat.shape)
-        warps = issuers % (self.nwarps * self.ww) // self.ww
-        warps = np.where(issuers >= self.nwarps * self.ww, issuers - self.nwarps * self.ww, warps)
+    def _log(self, blk: _Block, units, issuers, write: bool, stmt) -> None:
+        units = np.asarray(units)
+        issuers = np.broadcast_to(issuers, units.shape)
+        threads = self.threads
+        warps = np.where(issuers >= threads, issuers - threads, issuers // self.ww)
         sid = self.stmt_ids.setdefault(id(stmt), len(self.stmts))
         if sid == len(self.stmts):
             self.stmts.append(stmt_text(stmt))
-        blk.log.setdefault(buffer, []).append(
-            _Access(
-                flat.ravel(), issuers.ravel(), warps.ravel(), blk.epochs[warps.ravel()], write, sid
-            )
+        flat_warps = warps.ravel()
+        blk.log.append(
+            _Access(units.ravel(), issuers.ravel(), flat_warps, blk.epochs[flat_warps], write, sid)
         )
 
     def _check_phase(self, blk: _Block) -> None:
-        for buffer, accesses in blk.log.items():
-            self._check_buffer(blk, buffer, accesses)
-        blk.log = {}
+        if blk.log:
+            self._check_units(blk, blk.log)
+        blk.log = []
 
-    def _check_buffer(self, blk: _Block, buffer: str, accesses: list[_Access]) -> None:
-        elems = np.concatenate([a.elems for a in accesses])
+    def _check_units(self, blk: _Block, accesses: list[_Access]) -> None:
+        units = np.concatenate([a.units for a in accesses])
         issuers = np.concatenate([a.issuers for a in accesses])
         warps = np.concatenate([a.warps for a in accesses])
         epochs = np.concatenate([a.epochs for a in accesses])
-        writes = np.concatenate([np.full(a.elems.size, a.write) for a in accesses])
-        written = np.unique(elems[writes])
+        writes = np.concatenate([np.full(a.units.size, a.write) for a in accesses])
+        written = np.unique(units[writes])
         if written.size == 0:
             return
-        # (a) one element touched by two warps, one of them writing: only a block barrier orders.
-        pairs = np.unique(elems * self.nwarps + warps)
-        elem_of, counts = np.unique(pairs // self.nwarps, return_counts=True)
-        racy = np.intersect1d(elem_of[counts > 1], written)
+        # (a) one unit touched by two warps, one of them writing: only a block barrier orders.
+        pairs = np.unique(units * self.nwarps + warps)
+        unit_of, counts = np.unique(pairs // self.nwarps, return_counts=True)
+        racy = np.intersect1d(unit_of[counts > 1], written)
         if racy.size == 0:
             # (b) within one warp and warp-epoch: two issuers (lanes vs the warp), one writing.
-            epoch_span = int(epochs.max()) + 1
-            group = (elems * self.nwarps + warps) * epoch_span + epochs
+            span = int(epochs.max()) + 1
+            group = (units * self.nwarps + warps) * span + epochs
             group_pairs = np.unique(np.stack([group, issuers], axis=1), axis=0)
             g, gcounts = np.unique(group_pairs[:, 0], return_counts=True)
-            written_groups = np.unique(group[writes])
-            racy_groups = np.intersect1d(g[gcounts > 1], written_groups)
+            racy_groups = np.intersect1d(g[gcounts > 1], np.unique(group[writes]))
             if racy_groups.size == 0:
                 return
-            racy = np.array([racy_groups[0] // epoch_span // self.nwarps])
-        self._report(blk, buffer, int(racy[0]), accesses)
+            racy = np.array([racy_groups[0] // span // self.nwarps])
+        self._report(blk, int(racy[0]), accesses)
 
-    def _report(self, blk: _Block, buffer: str, elem: int, accesses: list[_Access]) -> None:
-        buf = self.k.buffer(buffer)
-        slot, rest = divmod(elem, buf.rows * buf.pitch)
-        row, col = divmod(rest, buf.pitch)
+    def _report(self, blk: _Block, unit: int, accesses: list[_Access]) -> None:
+        byte = unit * UNIT
+        where = f"byte {byte}"
+        for b in self.k.buffers:
+            start = self.offsets[b.name]
+            if start <= byte < start + b.size_bytes:
+                elem = (byte - start) // DTYPE_BYTES[b.dtype]
+                slot, rest = divmod(elem, b.rows * b.pitch)
+                row, col = divmod(rest, b.pitch)
+                where = f"{b.name}[{slot}][{row}][{col}]"
+                break
         hits = []
         for a in accesses:
-            mask = a.elems == elem
+            mask = a.units == unit
             if mask.any():
-                who = a.issuers[mask][0]
-                threads = self.nwarps * self.ww
-                actor = f"warp {who - threads}" if who >= threads else f"thread {who}"
-                hits.append(
-                    f"{'write' if a.write else 'read'} by {actor} in `{self.stmts[a.stmt]}`"
-                )
-        write = next(h for h in hits if h.startswith("write"))
-        actor = write.split(" in ")[0].split(" by ")[1]
-        other = next((h for h in hits if f"by {actor} in" not in h), hits[-1])
+                who = int(a.issuers[mask][0])
+                actor = f"warp {who - self.threads}" if who >= self.threads else f"thread {who}"
+                hits.append((a.write, actor, self.stmts[a.stmt]))
+        write = next(h for h in hits if h[0])
+        other = next((h for h in hits if h[1] != write[1]), hits[-1])
+        kind = "write" if other[0] else "read"
         raise RaceError(
-            f"shared-memory race on {buffer}[{slot}][{row}][{col}] in block {blk.env['pid']}: "
-            f"{write} and {other}, with no barrier between them"
+            f"shared-memory race on {where} in block {blk.env['pid']}: write by {write[1]} in "
+            f"`{write[2]}` and {kind} by {other[1]} in `{other[2]}`, with no barrier between them"
         )
 
 
-def _V(name: str) -> Expr:
-    from .expr import Var
-
-    return Var(name)
+def _expand(issuers, units):
+    """Issuers broadcast over the trailing unit axis of a multi-unit (f32) element."""
+    extra = units.ndim - issuers.ndim
+    return np.broadcast_to(issuers.reshape(*issuers.shape, *([1] * extra)), units.shape)

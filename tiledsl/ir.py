@@ -9,9 +9,12 @@
               | Mma(acc, a, b)                      warp-collective: acc += a * b
               | StoreFrag(dst: Tile, frag)          warp-collective
               | Barrier(scope: block|warp, reason)
+              | If(lhs op rhs, then, orelse)         a block-uniform condition (op: < or ==)
+              | AsyncCommit()                       close a group of async copies (cp.async)
+              | AsyncWait(pending)                  wait until at most `pending` groups fly
     Tile      = GlobalTile(operand, origin (r, c), offset (r, c), rows, cols)
               | SharedTile(buffer, slot, offset (r, c), rows, cols)
-    FragRef   = fragment name [i][j]
+    FragRef   = fragment name [i][j]     (i, j: constants or unrolled loop variables)
 
 Index expressions (tiledsl.expr) may use: `bm`, `bn` (the block's tile, after the
 swizzle), `wm`, `wn`, `warp` (the warp's place), loop variables, and the operand
@@ -26,10 +29,10 @@ Nodes are frozen; passes build new trees with `dataclasses.replace`. Locations
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .errors import NOWHERE, Loc
-from .expr import Expr
+from .expr import ZERO, Expr, to_c
 from .gemm import Gemm
 from .schedule import Schedule
 from .targets import Target
@@ -62,11 +65,11 @@ Tile = GlobalTile | SharedTile
 @dataclass(frozen=True)
 class FragRef:
     name: str
-    i: int = 0
-    j: int = 0
+    i: Expr = ZERO
+    j: Expr = ZERO
 
     def __str__(self) -> str:
-        return f"{self.name}[{self.i}][{self.j}]"
+        return f"{self.name}[{to_c(self.i)}][{to_c(self.j)}]"
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class SharedBuffer:
     pitch: int
     purpose: str  # what it holds, for the IR text and the emitted comment
     loc: Loc = field(default=NOWHERE, compare=False)
+    per_warp: bool = False  # one slot per warp, indexed by `warp`
 
     @property
     def size_bytes(self) -> int:
@@ -162,7 +166,30 @@ class Barrier:
     loc: Loc = field(default=NOWHERE, compare=False)
 
 
-Stmt = For | Copy | Fill | LoadFrag | Mma | StoreFrag | Barrier
+@dataclass(frozen=True)
+class If:
+    """`if (lhs op rhs) then else orelse`; the condition must be the same for every thread."""
+
+    lhs: Expr
+    op: str  # "<" or "=="
+    rhs: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...] = ()
+
+
+@dataclass(frozen=True)
+class AsyncCommit:
+    """Close the group of this thread's async copies issued since the last commit."""
+
+
+@dataclass(frozen=True)
+class AsyncWait:
+    """Wait until at most `pending` of this thread's committed groups are still in flight."""
+
+    pending: int
+
+
+Stmt = For | Copy | Fill | LoadFrag | Mma | StoreFrag | Barrier | If | AsyncCommit | AsyncWait
 
 
 @dataclass(frozen=True)
@@ -176,6 +203,7 @@ class KernelIR:
     fragments: tuple[Fragment, ...]
     body: tuple[Stmt, ...]
     passes: tuple[str, ...] = ()  # the passes applied so far, in order
+    raster: tuple[str, int] = ("none", 0)  # block id -> tile order: none, grouped G, zigzag W
 
     @property
     def warp_count(self) -> int:
@@ -220,8 +248,24 @@ def buffer_offsets(kernel: KernelIR) -> dict[str, int]:
 
 
 def walk(body: tuple[Stmt, ...]):
-    """Every statement, depth first, loops before their bodies."""
+    """Every statement, depth first, loops and conditions before their bodies."""
     for s in body:
         yield s
         if isinstance(s, For):
             yield from walk(s.body)
+        elif isinstance(s, If):
+            yield from walk(s.then)
+            yield from walk(s.orelse)
+
+
+def map_body(body: tuple[Stmt, ...], fn) -> tuple[Stmt, ...]:
+    """Rebuild `body` bottom-up: `fn(stmt)` returns a statement or a tuple of statements."""
+    out: list[Stmt] = []
+    for s in body:
+        if isinstance(s, For):
+            s = replace(s, body=map_body(s.body, fn))
+        elif isinstance(s, If):
+            s = replace(s, then=map_body(s.then, fn), orelse=map_body(s.orelse, fn))
+        result = fn(s)
+        out.extend(result if isinstance(result, tuple) else (result,))
+    return tuple(out)

@@ -17,11 +17,14 @@ from __future__ import annotations
 from .analysis import Analysis
 from .expr import Expr, to_c
 from .ir import (
+    AsyncCommit,
+    AsyncWait,
     Barrier,
     Copy,
     Fill,
     For,
     GlobalTile,
+    If,
     KernelIR,
     LoadFrag,
     Mma,
@@ -96,6 +99,12 @@ def stmt_text(stmt) -> str:
         return f"store_frag {tile_text(stmt.dst)} <- {stmt.frag}"
     if isinstance(stmt, Barrier):
         return f"barrier.{stmt.scope}  # {stmt.reason}"
+    if isinstance(stmt, If):
+        return f"if {_e(stmt.lhs)} {stmt.op} {_e(stmt.rhs)}"
+    if isinstance(stmt, AsyncCommit):
+        return "async.commit"
+    if isinstance(stmt, AsyncWait):
+        return f"async.wait pending={stmt.pending}"
     raise TypeError(f"no text for {type(stmt).__name__}")
 
 
@@ -104,6 +113,11 @@ def _body(body, depth: int, lines: list[str]) -> None:
         lines.append("  " * depth + stmt_text(stmt))
         if isinstance(stmt, For):
             _body(stmt.body, depth + 1, lines)
+        elif isinstance(stmt, If):
+            _body(stmt.then, depth + 1, lines)
+            if stmt.orelse:
+                lines.append("  " * depth + "else")
+                _body(stmt.orelse, depth + 1, lines)
 
 
 def _e(e: Expr) -> str:

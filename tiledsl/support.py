@@ -59,26 +59,12 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
         refuse(
             "accumulate", f"accumulate {s.accumulate}", "f16 accumulation", "write `accumulate f32`"
         )
-    if s.coarsen != (1, 1):
-        refuse(
-            "coarsen",
-            f"coarsen {s.coarsen[0]} x {s.coarsen[1]}",
-            "the warp-coarsening pass",
-            "write `coarsen 1 x 1`",
-        )
-    if s.stages >= 2:
-        refuse(
-            "stages",
-            f"stages {s.stages}",
-            "the multi-buffering pass",
-            "write `stages 1` (one shared-memory tile) or `stages 0` (straight from global)",
-        )
-    if s.copy_mode != "sync" and s.stages < 2:
+    if s.copy_mode == "async" and s.stages < 2:
         errs.add(
             s.loc("copy"),
-            f"copy {s.copy_mode} needs a pipeline (stages ≥ 2), which is "
-            "not built yet (the multi-buffering pass)",
-            "write `copy sync 16`",
+            f"copy async fills one buffer while another is computed, so it needs stages ≥ 2 "
+            f"(this schedule has stages {s.stages})",
+            "write `copy sync 16`, or `stages 2` or more",
         )
     elif s.copy_mode not in ("sync", "async"):
         errs.add(
@@ -92,29 +78,11 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
             "pad changes shared-memory rows, and stages 0 has none",
             "drop the pad directive, or stage through shared memory with `stages 1`",
         )
-    elif s.stages >= 1 and s.pad == "auto":
-        refuse(
-            "pad", "pad auto", "the padding pass and its bank-conflict model", "write `pad none`"
-        )
-    elif s.stages >= 1 and (s.pad_a or s.pad_b):
-        refuse(
-            "pad",
-            f"pad {g.a.name} {s.pad_a}, {g.b.name} {s.pad_b}",
-            "the padding pass",
-            "write `pad none`",
-        )
     if s.swizzle not in ("none", "grouped", "zigzag"):
         errs.add(
             s.loc("swizzle"),
             f"unknown swizzle '{s.swizzle}'",
             "write `swizzle none`, `swizzle grouped 8` or `swizzle zigzag 2`",
-        )
-    elif s.swizzle != "none":
-        refuse(
-            "swizzle",
-            f"swizzle {s.swizzle} {s.swizzle_param}",
-            "the swizzle pass",
-            "write `swizzle none`",
         )
     if s.sync == "minimal":
         refuse(

@@ -16,6 +16,7 @@ from .ir import (
     Fill,
     For,
     GlobalTile,
+    If,
     KernelIR,
     LoadFrag,
     Mma,
@@ -27,23 +28,44 @@ KERNEL_VARS = frozenset({"bm", "bn", "wm", "wn", "warp"})
 THREAD_VARS = frozenset({"wm", "wn", "warp"})  # differ between threads of one block
 
 
-def verify(kernel: KernelIR, after: str = "lower") -> None:
-    """Raise TileError if `kernel` breaks an invariant; `after` names the stage for messages."""
+def verify_limits(kernel: KernelIR, stage: str, final_stage: str) -> None:
+    """The target's per-block limits, for the kernel that will be emitted.
+
+    Intermediate forms may exceed them (the naive form of a 128 x 128 block has one
+    warp per fragment, 64 warps); only what is emitted must fit.
+    """
     errs = Collector()
     s, t = kernel.schedule, kernel.target
+    early = (
+        [
+            f"this is the IR after {stage}; the full pipeline ends with {final_stage}, "
+            "which may fit (--stop-after a later pass)"
+        ]
+        if stage != final_stage
+        else []
+    )
     if kernel.threads > t.max_threads_per_block:
         errs.add(
             s.loc("block"),
             f"{kernel.threads} threads per block; {t.name} allows {t.max_threads_per_block}",
-            "use a smaller block tile or coarsen warps",
+            *early,
+            "use a smaller block tile, or coarsen warps (`coarsen 2 x 2`)",
         )
     if kernel.smem_bytes > t.max_smem_per_block:
         errs.add(
             s.loc("stages"),
             f"{kernel.smem_bytes} bytes of shared memory per block; "
             f"{t.name} allows {t.max_smem_per_block}",
+            *early,
             "use fewer stages, a smaller block tile or less padding",
         )
+    errs.raise_if_any()
+
+
+def verify(kernel: KernelIR, after: str = "lower") -> None:
+    """Raise TileError if `kernel` breaks an invariant; `after` names the stage for messages."""
+    errs = Collector()
+    s = kernel.schedule
     frags = {f.name: f for f in kernel.fragments}
     buffers = {b.name: b for b in kernel.buffers}
     bounds = {
@@ -95,8 +117,10 @@ def verify(kernel: KernelIR, after: str = "lower") -> None:
             problem(f"fragment '{ref.name}' is not declared")
         elif f.role != role:
             problem(f"fragment '{ref.name}' is a {f.role}, used as a {role}")
-        elif not (0 <= ref.i < f.count[0] and 0 <= ref.j < f.count[1]):
-            problem(f"fragment {ref} is outside {ref.name}[{f.count[0]}][{f.count[1]}]")
+        else:
+            (i_lo, i_hi), (j_lo, j_hi) = interval(ref.i, bounds), interval(ref.j, bounds)
+            if i_lo < 0 or j_lo < 0 or i_hi >= f.count[0] or j_hi >= f.count[1]:
+                problem(f"fragment {ref} is outside {ref.name}[{f.count[0]}][{f.count[1]}]")
 
     def walk(body, scope: frozenset[str]) -> None:
         for stmt in body:
@@ -151,6 +175,13 @@ def verify(kernel: KernelIR, after: str = "lower") -> None:
             elif isinstance(stmt, Barrier):
                 if stmt.scope not in ("block", "warp"):
                     problem(f"unknown barrier scope '{stmt.scope}'")
+            elif isinstance(stmt, If):
+                for e in (stmt.lhs, stmt.rhs):
+                    check_expr(e, scope)
+                    if variables(e) & THREAD_VARS:
+                        problem("a condition depends on the thread (barriers inside would diverge)")
+                walk(stmt.then, scope)
+                walk(stmt.orelse, scope)
 
     walk(kernel.body, frozenset())
     _check_fragment_alignment(kernel, errs)
@@ -172,6 +203,10 @@ def interval(e: Expr, bounds: dict[str, tuple[int, int]]) -> tuple[int, int]:
     (a, b), (c, d) = interval(e.lhs, bounds), interval(e.rhs, bounds)
     if e.op == "+":
         return a + c, b + d
+    if e.op == "-":
+        return a - d, b - c
+    if e.op == "min":
+        return min(a, c), min(b, d)
     if e.op == "*":
         products = (a * c, a * d, b * c, b * d)
         return min(products), max(products)
@@ -192,7 +227,7 @@ def pow2_alignment(e: Expr, known: dict[str, int]) -> int:
         return known.get(e.name, 1)
     assert isinstance(e, BinOp)
     a, b = pow2_alignment(e.lhs, known), pow2_alignment(e.rhs, known)
-    if e.op == "+":
+    if e.op in ("+", "-"):
         return min(a, b)
     if e.op == "*":
         return min(a * b, 1 << 30)

@@ -43,9 +43,12 @@ hgemm_f16(const half* __restrict__ A, const half* __restrict__ B, half* __restri
     const int warp = threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in the block
-    const int tiles_n = (N + BN - 1) / BN;
-    const int pid = blockIdx.x;  // one block per tile: (M + BM - 1) / BM x tiles_n blocks
-    const int bm = pid / tiles_n, bn = pid % tiles_n;  // this block's tile
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const int pid = blockIdx.x;  // one block per tile: tiles_m x tiles_n blocks
+    // swizzle none: which tile this block computes
+    const int bm = pid / tiles_n;
+    const int bn = pid % tiles_n;
+    (void)tiles_m;
     wmma::fragment<wmma::matrix_a, MMA_M, MMA_N, MMA_K, half, wmma::row_major> a[1][1];
     wmma::fragment<wmma::matrix_b, MMA_M, MMA_N, MMA_K, half, wmma::row_major> b[1][1];
     wmma::fragment<wmma::accumulator, MMA_M, MMA_N, MMA_K, float> acc[1][1];

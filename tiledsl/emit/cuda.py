@@ -15,10 +15,13 @@ from ..grid import block_tile, grid_vars
 from ..ir import (
     C_TYPES,
     DTYPE_BYTES,
+    AsyncCommit,
+    AsyncWait,
     Barrier,
     Copy,
     Fill,
     For,
+    If,
     KernelIR,
     LoadFrag,
     Mma,
@@ -32,6 +35,11 @@ from ..launch import launch_of
 from ..lower import named_constants
 
 _VECTOR_TYPES = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
+_RASTER_MEANING = {
+    "none": "block i computes tile (i / tiles_n, i % tiles_n)",
+    "grouped": "blocks walk GROUP_M block-rows at a time, so neighbours share A and B in L2",
+    "zigzag": "panels of PANEL_N block-columns; odd panels walk M in reverse",
+}
 
 
 class CudaEmitter:
@@ -41,6 +49,25 @@ class CudaEmitter:
     warp_barrier = "__syncwarp();"
     to_half = "__float2half"
     to_float = "__half2float"
+    # cp.async (sm_80+): the copy engine moves global -> shared without the registers.
+    async_helpers = """// cp.async helpers: .cg (L2 only) for 16-byte copies, .ca for 4 and 8 bytes.
+template <int BYTES>
+__device__ __forceinline__ void cp_async(void* smem, const void* gmem) {
+    const unsigned int dst = static_cast<unsigned int>(__cvta_generic_to_shared(smem));
+    if constexpr (BYTES == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n" :: "r"(dst), "l"(gmem));
+    } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\\n"
+                     :: "r"(dst), "l"(gmem), "n"(BYTES));
+    }
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\\n" ::);
+}
+template <int PENDING>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\\n" :: "n"(PENDING));
+}"""
 
     def __init__(self, source_name: str):
         self.source_name = source_name
@@ -53,6 +80,8 @@ class CudaEmitter:
             *self.headers,
             "",
         ]
+        if any(isinstance(s, Copy) and s.mode == "async" for k in kernels for s in walk(k.body)):
+            head += [self.async_helpers, ""]
         return "\n".join(head) + "\n" + "\n\n".join(self.emit_kernel(k) for k in kernels) + "\n"
 
     def emit_kernel(self, k: KernelIR) -> str:
@@ -144,8 +173,12 @@ class CudaEmitter:
             )
         out += [
             self._directive(
-                s, "swizzle", "swizzle none", "block i computes tile (i / tiles_n, i % tiles_n)"
+                s,
+                "swizzle",
+                "swizzle " + " ".join(str(x) for x in k.raster if x),
+                _RASTER_MEANING[k.raster[0]],
             ),
+            *self._raster_constants(k),
             self._directive(
                 s, "sync", f"sync {s.sync}", "every barrier the lowering placed is kept"
             ),
@@ -174,6 +207,15 @@ class CudaEmitter:
             ),
         ]
         return out
+
+    @staticmethod
+    def _raster_constants(k: KernelIR) -> list[str]:
+        kind, param = k.raster
+        if kind == "grouped":
+            return [f"constexpr int GROUP_M = {param};"]
+        if kind == "zigzag":
+            return [f"constexpr int PANEL_N = {param};"]
+        return []
 
     @staticmethod
     def _directive(s, name: str, text: str, meaning: str) -> str:
@@ -213,12 +255,13 @@ class CudaEmitter:
             out.append("const int lane = threadIdx.x % WARP_SIZE;")
         out += [
             "const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in the block",
-            f"const int tiles_n = {to_c(tiles['tiles_n'])};",
-            f"const int pid = blockIdx.x;  // one block per tile: {to_c(tiles['tiles_m'])} x "
-            "tiles_n blocks",
-            f"const int bm = {to_c(mapping['bm'])}, bn = {to_c(mapping['bn'])};"
-            "  // this block's tile",
+            f"const int tiles_m = {to_c(tiles['tiles_m'])}, tiles_n = {to_c(tiles['tiles_n'])};",
+            "const int pid = blockIdx.x;  // one block per tile: tiles_m x tiles_n blocks",
+            f"// swizzle {' '.join(str(x) for x in k.raster if x)}: which tile this block computes",
         ]
+        out += [f"const int {name} = {to_c(e)};" for name, e in mapping.items()]
+        if k.raster[0] == "none":
+            out.append("(void)tiles_m;")
         return out
 
     def _fragments(self, k: KernelIR) -> list[str]:
@@ -274,6 +317,19 @@ class CudaEmitter:
             return [f"{call}  // {s.reason}"]
         if isinstance(s, Copy):
             return self._copy(k, s)
+        if isinstance(s, If):
+            cond = f"if ({self._e(s.lhs)} {s.op} {self._e(s.rhs)}) {{"
+            out = [cond, *("    " + x for x in self._stmts(k, s.then))]
+            if s.orelse:
+                out += ["} else {", *("    " + x for x in self._stmts(k, s.orelse))]
+            return out + ["}"]
+        if isinstance(s, AsyncCommit):
+            return ["cp_async_commit();  // close this step's group of async copies"]
+        if isinstance(s, AsyncWait):
+            return [
+                f"cp_async_wait<{s.pending}>();  // at most {s.pending} group(s) still in "
+                "flight: this thread's copies of the step to compute have landed"
+            ]
         raise TypeError(f"cannot emit {type(s).__name__}")
 
     def _copy(self, k: KernelIR, c: Copy) -> list[str]:
@@ -290,7 +346,9 @@ class CudaEmitter:
             f"    const int r = v / {row_vecs}, c = v % {row_vecs} * {c.vector};",
         ]
         nbytes = c.vector * DTYPE_BYTES[src_t]
-        if src_t == dst_t and nbytes in _VECTOR_TYPES:
+        if c.mode == "async":
+            lines.append(f"    cp_async<{nbytes}>(&{dst_el}, &{src_el});")
+        elif src_t == dst_t and nbytes in _VECTOR_TYPES:
             vt = _VECTOR_TYPES[nbytes]
             lines.append(
                 f"    *reinterpret_cast<{vt}*>(&{dst_el}) = "

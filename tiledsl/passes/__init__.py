@@ -5,9 +5,8 @@ on by its schedule directive (`enabled`). The pipeline runs the enabled passes
 in order and calls `after_each(name, kernel)` after every one — where the
 verifier runs, and where `--print-ir-after-all` and pictures hook in.
 
-Passes not built yet (warp-coarsening, multi-buffering, padding, swizzle,
-sync-elimination) are not registered; `tiledsl.support` refuses their
-directives before the pipeline starts.
+A pass not built yet is not registered; `tiledsl.support` refuses its
+directive before the pipeline starts.
 """
 
 from __future__ import annotations
@@ -30,7 +29,11 @@ class Pass:
 
 
 def _registry() -> tuple[Pass, ...]:
+    from .multi_buffering import multi_buffering
+    from .padding import padding
     from .smem_tiling import smem_tiling
+    from .swizzle import swizzle
+    from .warp_coarsening import warp_coarsening
 
     return (
         Pass(
@@ -39,6 +42,34 @@ def _registry() -> tuple[Pass, ...]:
             smem_tiling,
             lambda s: s.stages >= 1,
             "stages A and B tiles through shared memory, with barriers around the compute",
+        ),
+        Pass(
+            "warp-coarsening",
+            "coarsen",
+            warp_coarsening,
+            lambda s: s.coarsen != (1, 1),
+            "gives each warp CM x CN fragments, reusing A and B fragments across them",
+        ),
+        Pass(
+            "multi-buffering",
+            "stages",
+            multi_buffering,
+            lambda s: s.stages >= 2,
+            "turns the K loop into a pipeline over `stages` buffers with async copies",
+        ),
+        Pass(
+            "padding",
+            "pad",
+            padding,
+            lambda s: s.stages >= 1 and (s.pad == "auto" or bool(s.pad_a or s.pad_b)),
+            "changes the shared-memory row pitch of A and B",
+        ),
+        Pass(
+            "swizzle",
+            "swizzle",
+            swizzle,
+            lambda s: s.swizzle != "none",
+            "remaps block ids to tiles",
         ),
     )
 

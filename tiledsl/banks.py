@@ -1,0 +1,145 @@
+"""A bank-conflict model of shared-memory accesses (32 banks of 4 bytes).
+
+A warp's shared-memory request is served in phases of 128 bytes; accesses of
+one phase that fall into the same bank (or, for 16-byte vectors, the same
+16-byte bank group) at different addresses are serialized: the number of
+passes is the access's "ways" (1 = conflict-free).
+
+- Copies into shared memory: a vector of w bytes per thread; a phase is 128 / w
+  consecutive lanes. The lanes' chunks follow the emitted copy loop.
+- WMMA fragment loads of f16 A/B tiles: `load_matrix_sync` compiles to ldmatrix-like
+  loads, whose phases read 8 rows of 16 bytes (one 8 x 8 block of the fragment);
+  the 8 row addresses conflict when they share a 16-byte bank group.
+
+Offsets that differ between instructions shift all addresses of a phase by the
+same multiple of 16 bytes, which moves no two addresses into or out of a group,
+so the model evaluates each access at offset zero.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+
+from .ir import DTYPE_BYTES, Copy, KernelIR, LoadFrag, SharedTile, walk
+
+PAD_CANDIDATES = (0, 8, 16, 24, 32)  # elements: multiples of 16 bytes keep vectors aligned
+
+
+@dataclass(frozen=True)
+class AccessConflicts:
+    what: str  # "copy into As" / "fragment load of a from As"
+    buffer: str
+    ways: int
+    instructions: int  # warp-level instructions per block step, to weigh the cost
+
+
+def _ways(addresses: list[int], unit: int, groups: int) -> int:
+    """Passes needed to serve one phase: distinct addresses per bank (group)."""
+    per_group = Counter((a // unit) % groups for a in set(addresses))
+    return max(per_group.values(), default=1)
+
+
+def copy_ways(kernel: KernelIR, copy: Copy, pitch: int) -> int:
+    buf = kernel.buffer(copy.dst.buffer)
+    size = DTYPE_BYTES[buf.dtype]
+    width = copy.vector * size
+    row_vecs = copy.dst.cols // copy.vector
+    lanes = kernel.target.warp_width
+    phase = max(1, 128 // width)
+    worst = 1
+    for start in range(0, lanes, phase):
+        addrs = []
+        for v in range(start, min(start + phase, copy.dst.rows * row_vecs)):
+            r, c = divmod(v, row_vecs)
+            addrs.append((r * pitch + c * copy.vector) * size)
+        worst = max(
+            worst, _ways(addrs, min(width, 16) if width >= 16 else 4, 8 if width >= 16 else 32)
+        )
+    return worst
+
+
+def fragment_ways(kernel: KernelIR, load: LoadFrag, pitch: int) -> int:
+    buf = kernel.buffer(load.src.buffer)
+    size = DTYPE_BYTES[buf.dtype]
+    rows, cols = load.src.rows, load.src.cols
+    worst = 1
+    for r0 in range(0, rows, 8):
+        for c0 in range(0, cols * size, 16):
+            addrs = [(r0 + r) * pitch * size + c0 for r in range(min(8, rows - r0))]
+            worst = max(worst, _ways(addrs, 16, 8))
+    return worst
+
+
+def conflicts(kernel: KernelIR, buffer: str, pitch: int | None = None) -> list[AccessConflicts]:
+    """The modelled ways of every copy into and fragment load from `buffer`."""
+    buf = kernel.buffer(buffer)
+    pitch = buf.pitch if pitch is None else pitch
+    out = []
+    seen = set()
+    for stmt in walk(kernel.body):
+        if (
+            isinstance(stmt, Copy)
+            and isinstance(stmt.dst, SharedTile)
+            and stmt.dst.buffer == buffer
+            and stmt.by == "block"
+        ):
+            key = ("copy", buffer)
+            chunks = stmt.dst.rows * stmt.dst.cols // stmt.vector
+            count = -(-chunks // kernel.target.warp_width)
+            if key not in seen:
+                seen.add(key)
+                out.append(
+                    AccessConflicts(
+                        f"{stmt.mode} copy into {buffer}",
+                        buffer,
+                        copy_ways(kernel, stmt, pitch),
+                        count,
+                    )
+                )
+        elif (
+            isinstance(stmt, LoadFrag)
+            and isinstance(stmt.src, SharedTile)
+            and stmt.src.buffer == buffer
+            and buf.dtype != "f32"
+        ):
+            key = ("frag", stmt.frag.name)
+            if key not in seen:
+                seen.add(key)
+                frag = kernel.fragment(stmt.frag.name)
+                count = kernel.warp_count * frag.count[0] * frag.count[1] * _inner_steps(kernel)
+                out.append(
+                    AccessConflicts(
+                        f"fragment load of {stmt.frag.name} from {buffer}",
+                        buffer,
+                        fragment_ways(kernel, stmt, pitch),
+                        count,
+                    )
+                )
+    return out
+
+
+def _inner_steps(kernel: KernelIR) -> int:
+    m, n, k = kernel.schedule.mma
+    return kernel.schedule.block[2] // k
+
+
+def cost(kernel: KernelIR, buffer: str, pitch: int) -> int:
+    """Serialized passes per block step: instructions x ways, over the buffer's accesses."""
+    return sum(a.instructions * a.ways for a in conflicts(kernel, buffer, pitch))
+
+
+def best_pad(kernel: KernelIR, buffer: str) -> int:
+    """The smallest pad (in elements) that minimizes the modelled cost."""
+    buf = kernel.buffer(buffer)
+    step = 16 // DTYPE_BYTES[buf.dtype]
+    candidates = [p for p in PAD_CANDIDATES if p % step == 0]
+    return min(candidates, key=lambda p: (cost(kernel, buffer, buf.cols + p), p))
+
+
+def unpadded(kernel: KernelIR) -> KernelIR:
+    """The same kernel with every A/B tile at its natural pitch, for before/after reports."""
+    return replace(
+        kernel,
+        buffers=tuple(replace(b, pitch=b.cols) if not b.per_warp else b for b in kernel.buffers),
+    )

@@ -1,0 +1,116 @@
+"""multi-buffering (`stages S ≥ 2`, `copy async|sync N`): the K loop becomes a pipeline.
+
+The block tiles of A and B get S slots. Copies run S - 1 steps ahead of the
+compute, so that while step kt is computed the tiles of the next S - 1 steps are
+on their way (with `copy async`, by cp.async, without the registers):
+
+    prologue:  for s < S - 1:   if s < T: copy tiles of step s -> slot s
+                                 commit
+    for kt < T:                  wait until at most S - 2 groups are in flight
+                                 barrier   RAW: step kt's tiles landed, for every thread
+                                           WAR: every warp is done with slot (kt - 1) % S
+                                 if kt + S - 1 < T:
+                                     copy tiles of step kt + S - 1 -> slot (kt + S - 1) % S
+                                 commit
+                                 compute step kt from slot kt % S
+    (T = the number of K steps; a group is committed every step, empty or not, so
+     that "S - 2 pending" always means "step kt has landed")
+
+One barrier per step instead of smem-tiling's two. `copy sync` keeps the same
+shape with plain vector copies and no commit/wait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..expr import Const, Var, substitute
+from ..ir import (
+    AsyncCommit,
+    AsyncWait,
+    Barrier,
+    Copy,
+    For,
+    If,
+    KernelIR,
+    LoadFrag,
+    SharedTile,
+    map_body,
+)
+
+
+def multi_buffering(kernel: KernelIR) -> KernelIR:
+    s = kernel.schedule
+    stages, is_async = s.stages, s.copy_mode == "async"
+    body = []
+    for stmt in kernel.body:
+        if isinstance(stmt, For) and stmt.var == "kt":
+            body.extend(_pipeline(stmt, stages, is_async, kernel))
+        else:
+            body.append(stmt)
+    staged = {c.dst.buffer for c in _copies(kernel.body)}
+    buffers = tuple(replace(b, slots=stages) if b.name in staged else b for b in kernel.buffers)
+    return replace(kernel, body=tuple(body), buffers=buffers)
+
+
+def _copies(body):
+    for stmt in body:
+        if isinstance(stmt, For):
+            yield from _copies(stmt.body)
+        elif isinstance(stmt, Copy) and stmt.by == "block" and isinstance(stmt.dst, SharedTile):
+            yield stmt
+
+
+def _pipeline(loop: For, stages: int, is_async: bool, kernel: KernelIR):
+    loc = kernel.schedule.loc("stages")
+    kt, steps = Var("kt"), loop.stop
+    copies = [c for c in loop.body if isinstance(c, Copy)]
+    compute = [c for c in loop.body if not isinstance(c, (Copy, Barrier))]
+    names = ", ".join(sorted({c.dst.buffer for c in copies}))
+
+    def copies_of(step, slot):
+        out = []
+        for c in copies:
+            src = replace(c.src, origin=tuple(substitute(e, {"kt": step}) for e in c.src.origin))
+            dst = replace(c.dst, slot=slot)
+            out.append(replace(c, src=src, dst=dst, mode="async" if is_async else "sync"))
+        return tuple(out)
+
+    def read_slot(stmt):
+        if (
+            isinstance(stmt, LoadFrag)
+            and isinstance(stmt.src, SharedTile)
+            and stmt.src.buffer in {c.dst.buffer for c in copies}
+        ):
+            return replace(stmt, src=replace(stmt.src, slot=kt % stages))
+        return stmt
+
+    commit = (AsyncCommit(),) if is_async else ()
+    s_var = Var("s")
+    prologue = For(
+        "s",
+        Const(0),
+        Const(stages - 1),
+        1,
+        (If(s_var, "<", steps, copies_of(s_var, s_var)), *commit),
+        unroll=True,
+        comment=f"pipeline prologue: the first {stages - 1} step(s) in flight",
+    )
+    ahead = kt + (stages - 1)
+    barrier = Barrier(
+        "block",
+        f"RAW: step kt's tiles in {names} must have landed for every thread "
+        "before any warp reads them; WAR: every warp must be done with the slot "
+        "the copies below overwrite (read in step kt - 1)",
+        loc,
+    )
+    steady = (
+        *((AsyncWait(stages - 2),) if is_async else ()),
+        barrier,
+        If(ahead, "<", steps, copies_of(ahead, ahead % stages)),
+        *commit,
+        *map_body(tuple(compute), read_slot),
+    )
+    return prologue, replace(
+        loop, body=steady, comment=f"block steps along K, {stages}-stage pipeline"
+    )
