@@ -313,8 +313,6 @@ def test_tuning_set_is_refused_with_a_pointer_to_tune(tmp_path: Path, capsys) ->
 
 UNBUILT = [
     pytest.param(replace_directive(BUILDABLE, "sync minimal"), "sync minimal", id="sync-minimal"),
-    pytest.param((*BUILDABLE, "load_order alternate"), "load_order alternate",
-                 id="load-order-alternate"),
 ]
 
 

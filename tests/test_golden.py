@@ -29,13 +29,19 @@ def test_emitted_cuda(name, golden):
     golden(f"{name.replace('/', '_')}.cu", compiled.source)
 
 
-def test_smem_tiling_changes_only_the_k_loop():
-    """smem-tiling adds As and Bs and rewrites the K loop; C's staged load and store stay."""
+def test_smem_tiling_changes_the_k_loop_and_fences_the_reused_bytes():
+    """smem-tiling adds As and Bs, rewrites the K loop, puts Cs over As and Bs, and adds the
+    two block barriers that reuse needs; C's staged load and store stay as they were."""
     compiled = compile_file(ROOT / "examples" / "hgemm_f16.tile")
     stages = {stage: kernel for stage, kernel, _ in compiled.snapshots}
     lowered, tiled = stages["lower"], stages["smem-tiling"]
     assert lowered.body[:3] == tiled.body[:3]  # C -> Cs, barrier, load of the accumulator
-    assert lowered.body[4:] == tiled.body[4:]  # acc -> Cs, barrier, Cs -> C
-    assert lowered.body[3] != tiled.body[3]  # the K loop
+    assert tiled.body[3].scope == "block" and tiled.body[3].reason.startswith("WAR")
+    assert tiled.body[5].scope == "block" and tiled.body[5].reason.startswith("WAR")
+    assert lowered.body[4:] == tiled.body[6:]  # acc -> Cs, barrier, Cs -> C
     assert [b.name for b in lowered.buffers] == ["Cs"]
-    assert [b.name for b in tiled.buffers] == ["Cs", "As", "Bs"]
+    assert [(b.name, b.alias) for b in tiled.buffers] == [("As", None), ("Bs", None), ("Cs", "As")]
+    # A union: max(As + Bs, Cs) bytes, not the sum of all three.
+    assert [b.size_bytes for b in tiled.buffers] == [4096, 8192, 32768]
+    assert tiled.smem_bytes == 32768
+

@@ -204,10 +204,6 @@ UNBUILT = {
             "stores to C",
         ),
     ),
-    "load_order alternate": (
-        edit("    sync    all\n", "    sync    all\n    load_order alternate\n"),
-        (12, 5, "load_order alternate is not built yet: it needs alternating load order"),
-    ),
 }
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from .errors import TileError, ToolchainError, UsageError
 from .passes import STAGE_NAMES
 
-NOT_BUILT = ("check", "viz", "tune")
+NOT_BUILT = ("viz", "tune")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,6 +91,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--kernel", metavar="NAME", help="which kernel of the file (default: each)")
     r.add_argument("--seed", type=int, help="seed for the random inputs (default: fresh)")
     r.set_defaults(handler=_run)
+
+    k = sub.add_parser(
+        "check",
+        help="feasibility report: threads, registers, shared memory, occupancy, bank conflicts",
+    )
+    _common(k)
+    k.add_argument("--kernel", metavar="NAME", help="which kernel of the file (default: each)")
+    k.set_defaults(handler=_check)
 
     for name in NOT_BUILT:
         x = sub.add_parser(name, help="not built yet")
@@ -184,6 +192,14 @@ def _run(args) -> int:
             print(report.render())
             ok &= report.ok
     return 0 if ok else 1
+
+
+def _check(args) -> int:
+    from .check import check_source
+
+    text, name = _read(args.file)
+    print(check_source(text, name, args.target, args.kernel), end="")
+    return 0
 
 
 def _not_built(args) -> int:

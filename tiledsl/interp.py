@@ -414,16 +414,6 @@ class _Interpreter:
         self._report(blk, int(racy[0]), accesses)
 
     def _report(self, blk: _Block, unit: int, accesses: list[_Access]) -> None:
-        byte = unit * UNIT
-        where = f"byte {byte}"
-        for b in self.k.buffers:
-            start = self.offsets[b.name]
-            if start <= byte < start + b.size_bytes:
-                elem = (byte - start) // DTYPE_BYTES[b.dtype]
-                slot, rest = divmod(elem, b.rows * b.pitch)
-                row, col = divmod(rest, b.pitch)
-                where = f"{b.name}[{slot}][{row}][{col}]"
-                break
         hits = []
         for a in accesses:
             mask = a.units == unit
@@ -435,9 +425,21 @@ class _Interpreter:
         other = next((h for h in hits if h[1] != write[1]), hits[-1])
         kind = "write" if other[0] else "read"
         raise RaceError(
-            f"shared-memory race on {where} in block {blk.env['pid']}: write by {write[1]} in "
-            f"`{write[2]}` and {kind} by {other[1]} in `{other[2]}`, with no barrier between them"
-        )
+            f"shared-memory race on {self._where(unit * UNIT, write[2])} in block "
+            f"{blk.env['pid']}: write by {write[1]} in `{write[2]}` and {kind} by {other[1]} in "
+            f"`{other[2]}`, with no barrier between them")
+
+    def _where(self, byte: int, text: str) -> str:
+        """Buffer[slot][row][col] of a byte; of the buffers sharing it, the one `text` names."""
+        places = []
+        for b in self.k.buffers:
+            start = self.offsets[b.name]
+            if start <= byte < start + b.size_bytes:
+                elem = (byte - start) // DTYPE_BYTES[b.dtype]
+                slot, rest = divmod(elem, b.rows * b.pitch)
+                row, col = divmod(rest, b.pitch)
+                places.append((f"{b.name}[" not in text, f"{b.name}[{slot}][{row}][{col}]"))
+        return min(places)[1] if places else f"byte {byte}"
 
 
 def _expand(issuers, units):

@@ -85,6 +85,7 @@ class SharedBuffer:
     purpose: str  # what it holds, for the IR text and the emitted comment
     loc: Loc = field(default=NOWHERE, compare=False)
     per_warp: bool = False  # one slot per warp, indexed by `warp`
+    alias: str | None = None  # shares the bytes of this buffer (a union), e.g. Cs over As
 
     @property
     def size_bytes(self) -> int:
@@ -215,7 +216,8 @@ class KernelIR:
 
     @property
     def smem_bytes(self) -> int:
-        return sum(_aligned(b.size_bytes) for b in self.buffers)
+        offsets = buffer_offsets(self)
+        return max((_aligned(offsets[b.name] + b.size_bytes) for b in self.buffers), default=0)
 
     def buffer(self, name: str) -> SharedBuffer:
         for b in self.buffers:
@@ -242,6 +244,9 @@ def buffer_offsets(kernel: KernelIR) -> dict[str, int]:
     """Byte offset of each shared buffer inside the kernel's dynamic shared memory."""
     offsets, at = {}, 0
     for b in kernel.buffers:
+        if b.alias is not None:
+            offsets[b.name] = offsets[b.alias]  # a union: the bytes of an earlier buffer
+            continue
         offsets[b.name] = at
         at += _aligned(b.size_bytes)
     return offsets

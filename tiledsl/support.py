@@ -95,13 +95,11 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
         errs.add(
             s.loc("sync"), f"unknown sync mode '{s.sync}'", "write `sync all` or `sync minimal`"
         )
-    if s.load_order == "alternate":
-        refuse(
-            "load_order", "load_order alternate", "alternating load order", "write `load_order ab`"
-        )
-    elif s.load_order not in ("ab", "ba"):
+    if s.load_order not in ("ab", "ba", "alternate"):
         errs.add(
-            s.loc("load_order"), f"unknown load order '{s.load_order}'", "write `load_order ab`"
+            s.loc("load_order"),
+            f"unknown load order '{s.load_order}'",
+            "write `load_order ab`, `ba` or `alternate`",
         )
     if s.epilogue:
         refuse(

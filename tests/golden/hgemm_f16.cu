@@ -18,9 +18,9 @@ static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WA
 // stages 1 (line 12): one shared-memory tile of A and B, loaded then computed (smem-tiling)
 // copy sync 16 (default): global -> shared copies move 16-byte vectors
 // pad none (line 13): row pitches below
-constexpr int CS_ROWS = 16, CS_PITCH = 16;  // per-warp staging tile of C: 32 slot(s) of 16 x 16
 constexpr int AS_ROWS = 64, AS_PITCH = 32;  // block tile of A: 1 slot(s) of 64 x 32
 constexpr int BS_ROWS = 32, BS_PITCH = 128;  // block tile of B: 1 slot(s) of 32 x 128
+constexpr int CS_ROWS = 16, CS_PITCH = 16;  // per-warp staging tile of C, over the A/B tiles: 32 slot(s) of 16 x 16
 // swizzle none (line 14): block i computes tile (i / tiles_n, i % tiles_n)
 // sync all (line 15): every barrier the lowering placed is kept
 // load_order ab (default): A's tile is copied first
@@ -34,12 +34,12 @@ hgemm_f16(const half* __restrict__ A, const half* __restrict__ B, half* __restri
 {
     using namespace hgemm_f16_schedule;
     extern __shared__ __align__(128) unsigned char smem[];
-    // Cs: per-warp staging tile of C, 32768 bytes at byte 0
+    // As: block tile of A, 4096 bytes at byte 0
+    half (*As)[AS_ROWS][AS_PITCH] = reinterpret_cast<half (*)[AS_ROWS][AS_PITCH]>(smem + 0);
+    // Bs: block tile of B, 8192 bytes at byte 4096
+    half (*Bs)[BS_ROWS][BS_PITCH] = reinterpret_cast<half (*)[BS_ROWS][BS_PITCH]>(smem + 4096);
+    // Cs: per-warp staging tile of C, over the A/B tiles, 32768 bytes at byte 0
     float (*Cs)[CS_ROWS][CS_PITCH] = reinterpret_cast<float (*)[CS_ROWS][CS_PITCH]>(smem + 0);
-    // As: block tile of A, 4096 bytes at byte 32768
-    half (*As)[AS_ROWS][AS_PITCH] = reinterpret_cast<half (*)[AS_ROWS][AS_PITCH]>(smem + 32768);
-    // Bs: block tile of B, 8192 bytes at byte 36864
-    half (*Bs)[BS_ROWS][BS_PITCH] = reinterpret_cast<half (*)[BS_ROWS][BS_PITCH]>(smem + 36864);
     const int warp = threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in the block
@@ -64,6 +64,7 @@ hgemm_f16(const half* __restrict__ A, const half* __restrict__ B, half* __restri
     }
     __syncwarp();  // RAW: the lanes' copy of C into Cs must land before the warp's fragment load reads it
     wmma::load_matrix_sync(acc[0][0], &Cs[warp][0][0], CS_PITCH, wmma::mem_row_major);
+    __syncthreads();  // WAR: every warp must be done with its staged C before the first copies into As, Bs overwrite those bytes
     // block steps along K
     for (int kt = 0; kt < (K + BK - 1) / BK; ++kt) {
         // copy 64x32 A -> As: 8-element vectors, spread over all 1024 threads
@@ -88,6 +89,7 @@ hgemm_f16(const half* __restrict__ A, const half* __restrict__ B, half* __restri
         }
         __syncthreads();  // WAR: every warp's fragment loads of this step must finish before the next step's copies overwrite As, Bs
     }
+    __syncthreads();  // WAR: every warp must be done reading As, Bs before any warp's staging of C overwrites their bytes (Cs shares them)
     wmma::store_matrix_sync(&Cs[warp][0][0], acc[0][0], CS_PITCH, wmma::mem_row_major);
     __syncwarp();  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
     // copy 16x16 Cs -> C: 4-element vectors, spread over the lanes of each warp

@@ -36,7 +36,9 @@ from ..ir import (
     LoadFrag,
     SharedTile,
     map_body,
+    walk,
 )
+from .load_order import copies_in, ordered
 
 
 def multi_buffering(kernel: KernelIR) -> KernelIR:
@@ -54,18 +56,17 @@ def multi_buffering(kernel: KernelIR) -> KernelIR:
 
 
 def _copies(body):
-    for stmt in body:
-        if isinstance(stmt, For):
-            yield from _copies(stmt.body)
-        elif isinstance(stmt, Copy) and stmt.by == "block" and isinstance(stmt.dst, SharedTile):
+    for stmt in walk(body):
+        if isinstance(stmt, Copy) and stmt.by == "block" and isinstance(stmt.dst, SharedTile):
             yield stmt
 
 
 def _pipeline(loop: For, stages: int, is_async: bool, kernel: KernelIR):
     loc = kernel.schedule.loc("stages")
     kt, steps = Var("kt"), loop.stop
-    copies = [c for c in loop.body if isinstance(c, Copy)]
-    compute = [c for c in loop.body if not isinstance(c, (Copy, Barrier))]
+    copies = copies_in(loop.body)
+    compute = [c for c in loop.body if not isinstance(c, (Copy, Barrier, If))]
+    a_name, order = kernel.gemm.a.name, kernel.schedule.load_order
     names = ", ".join(sorted({c.dst.buffer for c in copies}))
 
     def copies_of(step, slot):
@@ -74,7 +75,7 @@ def _pipeline(loop: For, stages: int, is_async: bool, kernel: KernelIR):
             src = replace(c.src, origin=tuple(substitute(e, {"kt": step}) for e in c.src.origin))
             dst = replace(c.dst, slot=slot)
             out.append(replace(c, src=src, dst=dst, mode="async" if is_async else "sync"))
-        return tuple(out)
+        return ordered(out, a_name, order, step)
 
     def read_slot(stmt):
         if (

@@ -12,14 +12,19 @@ A or B from global memory is redirected to a shared-memory copy of that tile:
                                                   barrier        WAR: loads before next copies
 
 The tile's origin (block coordinates, kt) moves into the copy; the fragment's
-offset inside the tile stays as it was. `load_order ba` copies B before A.
+offset inside the tile stays as it was. `load_order` orders the copies.
+
+A per-warp staging tile of C (`epilogue_via shared`) is then placed over the A
+and B tiles (a union: the kernel needs max(A + B, C) bytes, not the sum), with
+the block barriers that reuse needs: every warp must be done with As and Bs
+before any warp writes Cs, and done with Cs before the first copies into As.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..expr import Const
+from ..expr import Const, Var
 from ..ir import (
     DTYPE_BYTES,
     Barrier,
@@ -30,74 +35,54 @@ from ..ir import (
     LoadFrag,
     SharedBuffer,
     SharedTile,
+    walk,
 )
+from .load_order import ordered
 
 
 def smem_tiling(kernel: KernelIR) -> KernelIR:
     s, g = kernel.schedule, kernel.gemm
     bm, bn, bk = s.block
     shapes = {g.a.name: (bm, bk), g.b.name: (bk, bn)}
-    body = []
-    buffers = list(kernel.buffers)
+    body, tiles = [], []
     for stmt in kernel.body:
         if isinstance(stmt, For) and stmt.var == "kt":
-            stmt, new_buffers = _tile_loop(stmt, kernel, shapes)
-            buffers.extend(new_buffers)
+            stmt, tiles = _tile_loop(stmt, kernel, shapes)
         body.append(stmt)
-    return replace(kernel, body=tuple(body), buffers=tuple(buffers))
+    staging = [b for b in kernel.buffers if b.per_warp]
+    others = [b for b in kernel.buffers if not b.per_warp]
+    if staging and tiles:
+        body = _fence_staging(body, [b.name for b in staging], [t.name for t in tiles], kernel)
+        staging = [replace(b, alias=tiles[0].name, purpose=b.purpose + ", over the A/B tiles")
+                   for b in staging]
+    return replace(kernel, body=tuple(body), buffers=(*others, *tiles, *staging))
 
 
 def _tile_loop(loop: For, kernel: KernelIR, shapes: dict[str, tuple[int, int]]):
     s = kernel.schedule
     origins: dict[str, tuple] = {}
-    for tile in _global_fragment_sources(loop.body):
-        if tile.operand in shapes:
-            origins.setdefault(tile.operand, tile.origin)
-    order = sorted(origins, key=lambda name: name != kernel.gemm.a.name)
-    if s.load_order == "ba":
-        order.reverse()
+    for stmt in walk(loop.body):
+        if isinstance(stmt, LoadFrag) and isinstance(stmt.src, GlobalTile) \
+                and stmt.src.operand in shapes:
+            origins.setdefault(stmt.src.operand, stmt.src.origin)
     buffers, copies = [], []
-    for name in order:
+    for name in sorted(origins, key=lambda n: n != kernel.gemm.a.name):
         rows, cols = shapes[name]
         op = kernel.gemm.operand(name)
-        buf = SharedBuffer(
-            name + "s", op.dtype, 1, rows, cols, cols, f"block tile of {name}", s.loc("stages")
-        )
+        buf = SharedBuffer(name + "s", op.dtype, 1, rows, cols, cols, f"block tile of {name}",
+                           s.loc("stages"))
         buffers.append(buf)
-        vector = s.copy_bytes // DTYPE_BYTES[op.dtype]
-        copies.append(
-            Copy(
-                SharedTile(buf.name, Const(0), (Const(0), Const(0)), rows, cols),
-                GlobalTile(name, origins[name], (Const(0), Const(0)), rows, cols),
-                vector,
-                "block",
-                "sync",
-                s.loc("copy"),
-            )
-        )
+        copies.append(Copy(SharedTile(buf.name, Const(0), (Const(0), Const(0)), rows, cols),
+                           GlobalTile(name, origins[name], (Const(0), Const(0)), rows, cols),
+                           s.copy_bytes // DTYPE_BYTES[op.dtype], "block", "sync", s.loc("copy")))
     names = ", ".join(b.name for b in buffers)
-    raw = Barrier(
-        "block",
-        f"RAW: the copies into {names} (all threads) must land before any "
-        "warp's fragment loads read them",
-        s.loc("stages"),
-    )
-    war = Barrier(
-        "block",
-        f"WAR: every warp's fragment loads of this step must finish before "
-        f"the next step's copies overwrite {names}",
-        s.loc("stages"),
-    )
+    raw = Barrier("block", f"RAW: the copies into {names} (all threads) must land before any "
+                  "warp's fragment loads read them", s.loc("stages"))
+    war = Barrier("block", "WAR: every warp's fragment loads of this step must finish before "
+                  f"the next step's copies overwrite {names}", s.loc("stages"))
     inner = _redirect(loop.body, {name: name + "s" for name in origins}, origins)
-    return replace(loop, body=(*copies, raw, *inner, war)), buffers
-
-
-def _global_fragment_sources(body):
-    for stmt in body:
-        if isinstance(stmt, For):
-            yield from _global_fragment_sources(stmt.body)
-        elif isinstance(stmt, LoadFrag) and isinstance(stmt.src, GlobalTile):
-            yield stmt.src
+    steps = ordered(copies, kernel.gemm.a.name, s.load_order, Var("kt"))
+    return replace(loop, body=(*steps, raw, *inner, war)), buffers
 
 
 def _redirect(body, buffer_of: dict[str, str], origins: dict[str, tuple]):
@@ -105,16 +90,33 @@ def _redirect(body, buffer_of: dict[str, str], origins: dict[str, tuple]):
     for stmt in body:
         if isinstance(stmt, For):
             stmt = replace(stmt, body=_redirect(stmt.body, buffer_of, origins))
-        elif (
-            isinstance(stmt, LoadFrag)
-            and isinstance(stmt.src, GlobalTile)
-            and stmt.src.operand in buffer_of
-            and stmt.src.origin == origins[stmt.src.operand]
-        ):
+        elif (isinstance(stmt, LoadFrag) and isinstance(stmt.src, GlobalTile)
+              and stmt.src.operand in buffer_of and stmt.src.origin == origins[stmt.src.operand]):
             src = stmt.src
-            stmt = replace(
-                stmt,
-                src=SharedTile(buffer_of[src.operand], Const(0), src.offset, src.rows, src.cols),
-            )
+            stmt = replace(stmt, src=SharedTile(buffer_of[src.operand], Const(0), src.offset,
+                                                src.rows, src.cols))
         out.append(stmt)
     return tuple(out)
+
+
+def _fence_staging(body, staging: list[str], tiles: list[str], kernel: KernelIR) -> list:
+    """Block barriers between the K loop and the staging that reuses its bytes."""
+    loc = kernel.schedule.loc("epilogue_via")
+    names = ", ".join(tiles)
+    loop_at = next(i for i, s in enumerate(body) if isinstance(s, For) and s.var == "kt")
+
+    def uses_staging(stmts) -> bool:
+        return any(isinstance(t, SharedTile) and t.buffer in staging
+                   for s in walk(tuple(stmts)) for t in (getattr(s, "src", None),
+                                                         getattr(s, "dst", None)))
+
+    out = list(body)
+    if uses_staging(body[loop_at + 1:]):
+        out.insert(loop_at + 1, Barrier(
+            "block", f"WAR: every warp must be done reading {names} before any warp's staging "
+            f"of C overwrites their bytes (Cs shares them)", loc))
+    if uses_staging(body[:loop_at]):
+        out.insert(loop_at, Barrier(
+            "block", f"WAR: every warp must be done with its staged C before the first copies "
+            f"into {names} overwrite those bytes", loc))
+    return out

@@ -73,9 +73,18 @@ def warp_coarsening(kernel: KernelIR) -> KernelIR:
     run: list = []
 
     def flush():
+        # Block barriers at the edges of a run fence the whole run, not each fragment.
+        lead = []
+        while run and isinstance(run[0], Barrier) and run[0].scope == "block":
+            lead.append(run.pop(0))
+        trail = []
+        while run and isinstance(run[-1], Barrier) and run[-1].scope == "block":
+            trail.insert(0, run.pop())
+        body.extend(lead)
         if run:
             body.append(_per_fragment(tuple(run), kernel, {**wm_to, **wn_to}, loc))
             run.clear()
+        body.extend(trail)
 
     for stmt in kernel.body:
         if isinstance(stmt, For):

@@ -1,0 +1,420 @@
+"""`tiledsl check`: the feasibility report of a schedule (the S4000 seed's table, one row).
+
+    report = check_source(text, "hgemm.tile")           # every kernel of the file
+    est = register_estimate(kernel)                     # the seed's register count
+    occ = occupancy(kernel, est.per_thread)             # blocks per multiprocessor
+    rows = bank_rows(kernel)                            # the bank model, before/after padding
+
+For each kernel: the schedule and the passes that ran; threads, warps and MMAs;
+shared memory per buffer against the target's limit; registers, estimated the
+seed's way (one 32-bit register per fragment element per thread) and, where nvcc
+is on PATH, ptxas's real count beside it; blocks per multiprocessor and the limit
+that binds; and the bank-conflict ways of every shared-memory access the model
+covers, at the natural pitch and at the kernel's.
+
+The file is compiled by `tiledsl.driver.compile_source`, so a wrong file gets the
+usual located TileError. The numbers come from the IR (`KernelIR`) and the device
+model (`tiledsl.targets`); nothing here is measured except ptxas's registers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import toolchain
+from .banks import best_pad, conflicts
+from .driver import Compiled, compile_source
+from .errors import ToolchainError, UsageError
+from .ir import KernelIR, buffer_offsets
+from .toolchain import PtxasReport
+
+#: NVIDIA allocates registers per warp in units of 256, i.e. 8 per thread of a 32-lane warp.
+REGISTER_UNIT = {"cuda": 8}
+
+
+# ---------------------------------------------------------------- the numbers
+
+
+@dataclass(frozen=True)
+class FragmentRegisters:
+    name: str
+    role: str
+    count: tuple[int, int]
+    rows: int
+    cols: int
+    dtype: str
+    elements: int  # per warp: count x rows x cols
+    per_thread: int  # elements / warp width, rounded up
+
+
+@dataclass(frozen=True)
+class RegisterEstimate:
+    """The seed's method: every fragment element takes one 32-bit register of one thread."""
+
+    fragments: tuple[FragmentRegisters, ...]
+    per_thread: int
+    per_block: int
+
+
+def register_estimate(kernel: KernelIR) -> RegisterEstimate:
+    lanes = kernel.target.warp_width
+    frags = []
+    for f in kernel.fragments:
+        elements = f.count[0] * f.count[1] * f.rows * f.cols
+        frags.append(
+            FragmentRegisters(
+                f.name, f.role, f.count, f.rows, f.cols, f.dtype, elements, -(-elements // lanes)
+            )
+        )
+    per_thread = -(-sum(f.elements for f in frags) // lanes)
+    return RegisterEstimate(tuple(frags), per_thread, per_thread * kernel.threads)
+
+
+@dataclass(frozen=True)
+class Limit:
+    resource: str  # "threads", "shared memory", "registers"
+    per_sm: int
+    per_block: int  # 0: the kernel uses none of it (no limit)
+    note: str = ""
+
+    @property
+    def blocks(self) -> int | None:
+        return self.per_sm // self.per_block if self.per_block else None
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    limits: tuple[Limit, ...]
+    blocks: int  # resident blocks per multiprocessor (0: the block does not fit)
+    binding: tuple[str, ...]  # the resources whose limit gives `blocks`
+    registers_per_thread: int  # as used for the register limit (after rounding)
+    warps_per_sm: int
+    max_warps_per_sm: int
+
+
+def occupancy(kernel: KernelIR, registers_per_thread: int, source: str = "estimate") -> Occupancy:
+    """Blocks per multiprocessor: the least over the thread, shared-memory and register limits."""
+    t = kernel.target
+    unit = REGISTER_UNIT.get(t.vendor, 1)
+    regs = -(-registers_per_thread // unit) * unit
+    reg_note = f"{source}: {registers_per_thread}/thread"
+    if regs != registers_per_thread:
+        reg_note += f", allocated {regs}"
+    limits = (
+        Limit("threads", t.max_threads_per_sm, kernel.threads),
+        Limit("shared memory", t.smem_per_sm, kernel.smem_bytes),
+        Limit("registers", t.registers_per_sm, regs * kernel.threads, reg_note),
+    )
+    counts = {lim.resource: lim.blocks for lim in limits if lim.blocks is not None}
+    blocks = min(counts.values())
+    binding = tuple(name for name, n in counts.items() if n == blocks)
+    lanes = t.warp_width
+    return Occupancy(
+        limits,
+        blocks,
+        binding,
+        regs,
+        blocks * kernel.warp_count,
+        t.max_threads_per_sm // lanes,
+    )
+
+
+@dataclass(frozen=True)
+class BankRow:
+    access: str
+    buffer: str
+    pitch_before: int  # the natural pitch: the tile's columns
+    pitch_after: int  # the kernel's pitch
+    ways_before: int
+    ways_after: int
+    instructions: int  # warp-level instructions of the whole block per K step
+
+
+def tile_buffers(kernel: KernelIR) -> list[str]:
+    """The A and B tile buffers of the kernel (none for stages 0)."""
+    g = kernel.gemm
+    names = (g.a.name + "s", g.b.name + "s")
+    return [b.name for b in kernel.buffers if b.name in names and not b.per_warp]
+
+
+def bank_rows(kernel: KernelIR) -> list[BankRow]:
+    rows = []
+    for name in tile_buffers(kernel):
+        buf = kernel.buffer(name)
+        before = conflicts(kernel, name, buf.cols)
+        after = {a.what: a for a in conflicts(kernel, name, buf.pitch)}
+        for a in before:
+            b = after[a.what]
+            rows.append(BankRow(a.what, name, buf.cols, buf.pitch, a.ways, b.ways, a.instructions))
+    return rows
+
+
+# ---------------------------------------------------------------- the report
+
+
+def check_source(
+    text: str,
+    file: str = "<string>",
+    target: str | None = None,
+    kernel: str | None = None,
+    ptxas: bool = True,
+) -> str:
+    """The report for every kernel of a file (or the one named `kernel`)."""
+    compiled = compile_source(text, file, target)
+    names = [k.name for k in compiled.kernels]
+    if kernel is not None and kernel not in names:
+        raise UsageError(f"no kernel '{kernel}' in {file}; it has: {', '.join(names)}")
+    kernels = [k for k in compiled.kernels if kernel is None or k.name == kernel]
+    reports, note = _ptxas(compiled, kernels, Path(file).stem) if ptxas else ({}, "not asked")
+    return "\n".join(report(k, reports.get(k.name), note) for k in kernels)
+
+
+def _ptxas(
+    compiled: Compiled, kernels: list[KernelIR], stem: str
+) -> tuple[dict[str, PtxasReport], str]:
+    """ptxas's report per kernel name, or why there is none."""
+    if toolchain.nvcc_path() is None:
+        return {}, "nvcc is not on PATH: no ptxas numbers, the estimate is used"
+    reports: dict[str, PtxasReport] = {}
+    try:
+        for arch in sorted({k.target.arch for k in kernels}):
+            reports.update(toolchain.compile_cubin(compiled.source, arch, stem))
+    except ToolchainError as err:
+        first = str(err).splitlines()[0]
+        where = f" (source kept at {err.source_path})" if err.source_path else ""
+        return {}, f"nvcc failed: {first}{where}; the estimate is used"
+    return reports, "ptxas did not report this kernel; the estimate is used"
+
+
+def report(kernel: KernelIR, ptxas: PtxasReport | None = None, ptxas_note: str = "") -> str:
+    t, s = kernel.target, kernel.schedule
+    out = [f"kernel {kernel.name} ({t.name})"]
+    out.append("  schedule  " + schedule_line(kernel))
+    out.append("  passes    " + (" -> ".join(kernel.passes) or "none (the naive kernel)"))
+    out.append("")
+
+    # threads, warps, MMAs
+    wm, wn = kernel.warps
+    cm, cn = s.coarsen
+    m, n, k = s.mma
+    steps = s.block[2] // k
+    frags = cm * cn
+    out.append(
+        f"  threads   {kernel.threads} per block = {kernel.warp_count} warps "
+        f"({wm} x {wn}) of {t.warp_width} lanes (limit {t.max_threads_per_block})"
+    )
+    out.append(
+        f"  MMAs      {frags} per warp ({cm} x {cn} fragments of {m}x{n}x{k}); "
+        f"{frags * steps} mma_sync per warp per K step of {s.block[2]}"
+    )
+    out.append("")
+
+    # shared memory
+    out.append("  shared memory per block")
+    if kernel.buffers:
+        offsets = buffer_offsets(kernel)
+        rows = []
+        for b in kernel.buffers:
+            shape = f"{b.slots} x {b.rows} x {b.pitch}"
+            pad = f"{b.cols}+{b.pitch - b.cols}" if b.pitch != b.cols else ""
+            alias = getattr(b, "alias", None)
+            holds = b.purpose + (f" (aliases {alias})" if alias else "")
+            cells = [b.name, shape, b.dtype, pad, str(offsets[b.name]), str(b.size_bytes), holds]
+            rows.append(["  " + cells[0], *cells[1:]])
+        total = kernel.smem_bytes
+        pct = 100 * total / t.max_smem_per_block
+        rows.append(["  total", "", "", "", "", str(total), "buffers start 128-byte aligned"])
+        out += _table(
+            ["  buffer", "slots x rows x pitch", "type", "cols+pad", "offset", "bytes", "holds"],
+            rows,
+            right={4, 5},
+            indent="  ",
+        )
+        out.append(
+            f"    {total} of {t.max_smem_per_block} bytes a block may use ({pct:.0f}%); "
+            f"{t.smem_per_sm} per multiprocessor"
+        )
+    else:
+        out.append("    none (stages 0: fragments load straight from global memory)")
+    out.append("")
+
+    # registers
+    est = register_estimate(kernel)
+    out.append(
+        "  registers per thread, ESTIMATE (the S4000 seed's method: one 32-bit register per "
+        "fragment element;"
+    )
+    out.append(
+        f"  elements of a warp's fragments / {t.warp_width} lanes; addresses and loop "
+        "counters not counted)"
+    )
+    rows = []
+    for f in est.fragments:
+        rows.append(
+            [
+                "  " + f.name,
+                f.role,
+                f"{f.count[0]} x {f.count[1]} of {f.rows}x{f.cols}",
+                f.dtype,
+                str(f.elements),
+                str(f.per_thread),
+            ]
+        )
+    total = str(sum(f.elements for f in est.fragments))
+    rows.append(["  total", "", "", "", total, str(est.per_thread)])
+    out += _table(
+        ["  fragment", "role", "count", "type", "elements/warp", "registers/thread"],
+        rows,
+        right={4, 5},
+        indent="  ",
+    )
+    out.append(
+        f"    estimate: {est.per_thread} registers per thread, {est.per_block} per block "
+        f"(limits: {t.max_registers_per_thread} per thread, {t.registers_per_sm} per "
+        "multiprocessor)"
+    )
+    if est.per_thread > t.max_registers_per_thread:
+        out.append(
+            f"    the estimate is over the {t.max_registers_per_thread} registers a thread may "
+            "have: expect spills; use less coarsening"
+        )
+    if ptxas is not None:
+        spilled = (
+            f"spills {ptxas.spill_stores}/{ptxas.spill_loads} bytes (stores/loads)"
+            if ptxas.spills
+            else "no spills"
+        )
+        out.append(
+            f"    ptxas ({t.arch}): {ptxas.registers} registers per thread, "
+            f"{ptxas.registers * kernel.threads} per block, {spilled}, "
+            f"{ptxas.stack_frame} bytes stack"
+        )
+    else:
+        out.append(f"    ptxas: {ptxas_note}")
+    out.append("")
+
+    # occupancy
+    regs, source = (ptxas.registers, "ptxas") if ptxas else (est.per_thread, "estimate")
+    occ = occupancy(kernel, regs, source)
+    out.append("  blocks per multiprocessor")
+    rows = []
+    for lim in occ.limits:
+        blocks = "no limit" if lim.blocks is None else str(lim.blocks)
+        mark = "<- binds" if lim.resource in occ.binding else ""
+        row = [lim.resource, str(lim.per_sm), str(lim.per_block), blocks, lim.note, mark]
+        rows.append(["  " + row[0], *row[1:]])
+    out += _table(
+        ["  limit", "per SM", "per block", "blocks", "from", ""],
+        rows,
+        right={1, 2, 3},
+        indent="  ",
+    )
+    unit = REGISTER_UNIT.get(t.vendor)
+    rounding = (
+        f"registers rounded up to a multiple of {unit} per thread ({unit * t.warp_width} per "
+        "warp, the allocation unit)"
+        if unit
+        else "registers not rounded (allocation unit unknown for this target)"
+    )
+    out.append(f"    {rounding}")
+    if occ.blocks == 0:
+        out.append(
+            f"    => 0 blocks: the block does not fit on a multiprocessor "
+            f"({' and '.join(occ.binding)})"
+        )
+    else:
+        pct = 100 * occ.warps_per_sm / occ.max_warps_per_sm
+        out.append(
+            f"    => {occ.blocks} block{'s' if occ.blocks != 1 else ''} per multiprocessor, "
+            f"{occ.warps_per_sm} of {occ.max_warps_per_sm} warps ({pct:.0f}%); "
+            f"limited by {' and '.join(occ.binding)}"
+        )
+    out.append("")
+
+    # bank conflicts
+    out.append(
+        "  bank conflicts (tiledsl.banks: 32 banks of 4 bytes; ways = passes per request, "
+        "1 = conflict-free;"
+    )
+    out.append(
+        "  before pad: pitch = the tile's columns; after pad: the kernel's pitch; instructions "
+        "of all warps)"
+    )
+    brows = bank_rows(kernel)
+    if not brows:
+        out.append("    no shared-memory tiles of A or B: nothing to model")
+    else:
+        rows = [
+            [
+                "  " + r.access,
+                r.buffer,
+                f"{r.pitch_before} -> {r.pitch_after}",
+                str(r.ways_before),
+                str(r.ways_after),
+                str(r.instructions),
+            ]
+            for r in brows
+        ]
+        out += _table(
+            ["  access", "buffer", "pitch", "ways before pad", "ways after pad", "instr/K step"],
+            rows,
+            right={2, 3, 4, 5},
+            indent="  ",
+        )
+        cost_before = sum(r.instructions * r.ways_before for r in brows)
+        cost_after = sum(r.instructions * r.ways_after for r in brows)
+        out.append(
+            f"    serialized passes per K step (instr x ways): {cost_before} before padding, "
+            f"{cost_after} after"
+        )
+        picks = ", ".join(f"{b[:-1]} {best_pad(kernel, b)}" for b in tile_buffers(kernel))
+        have = ", ".join(
+            f"{b[:-1]} {kernel.buffer(b).pitch - kernel.buffer(b).cols}"
+            for b in tile_buffers(kernel)
+        )
+        out.append(f"    pad auto would pick: {picks} (this kernel: {have})")
+    return "\n".join(out) + "\n"
+
+
+def schedule_line(kernel: KernelIR) -> str:
+    s = kernel.schedule
+    parts = [
+        "block " + "x".join(map(str, s.block)),
+        "mma " + "x".join(map(str, s.mma)),
+        "coarsen " + "x".join(map(str, s.coarsen)),
+        f"stages {s.stages}",
+    ]
+    if s.stages >= 1:
+        parts.append(f"copy {s.copy_mode} {s.copy_bytes}")
+    pads = ", ".join(
+        f"{b[:-1]} {kernel.buffer(b).pitch - kernel.buffer(b).cols}" for b in tile_buffers(kernel)
+    )
+    if s.pad == "auto":
+        parts.append(f"pad auto ({pads})" if pads else "pad auto")
+    elif s.pad == "none":
+        parts.append("pad none")
+    else:
+        parts.append(f"pad {pads}" if pads else f"pad A {s.pad_a}, B {s.pad_b}")
+    parts.append(f"swizzle {s.swizzle}" + (f" {s.swizzle_param}" if s.swizzle != "none" else ""))
+    parts.append(f"sync {s.sync}")
+    return "  ".join(parts)
+
+
+def _table(
+    headers: list[str],
+    rows: list[list[str]],
+    right: set[int] = frozenset(),
+    indent: str = "",
+) -> list[str]:
+    """Plain aligned columns, two spaces apart; `right` columns are right-aligned."""
+    lines = [headers, *rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
+
+    def fmt(cells: list[str]) -> str:
+        out = [
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ]
+        return (indent + "  ".join(out)).rstrip()
+
+    return [fmt(line) for line in lines]
