@@ -171,15 +171,6 @@ def test_errors_of_every_kernel_in_one_report():
 
 
 UNBUILT = {
-    "sync minimal": (
-        edit("sync    all", "sync    minimal"),
-        (
-            11,
-            5,
-            "sync minimal is not built yet: it needs the sync-elimination pass "
-            "and its hazard analysis",
-        ),
-    ),
     "column-major B": (
         edit("B: f16[K, N] row", "B: f16[K, N] col"),
         (
@@ -211,18 +202,6 @@ UNBUILT = {
 def test_unbuilt_directive_is_refused_where_written(name):
     source, expected = UNBUILT[name]
     assert errors_of(source) == [expected]
-
-
-def test_unbuilt_default_is_refused_at_the_kernel_with_the_fix():
-    with pytest.raises(TileError) as info:
-        compile_source(edit("    sync    all\n", ""), "t.tile")
-    (d,) = info.value.diagnostics
-    assert (d.loc.line, d.loc.col) == (1, 8)  # the kernel's name
-    assert d.message == (
-        "'sync' defaults to sync minimal, which is not built yet: it needs the "
-        "sync-elimination pass and its hazard analysis"
-    )
-    assert d.notes == ("write `sync all` (every barrier the lowering places is kept)",)
 
 
 def test_rendered_report_has_location_source_line_caret_and_note():

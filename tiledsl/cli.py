@@ -72,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
         help="emit code from the IR after PASS: " + ", ".join(STAGE_NAMES),
     )
     c.add_argument(
+        "--explain-sync",
+        action="store_true",
+        help="say for every barrier why it stays or goes (the hazard analysis)",
+    )
+    c.add_argument(
         "--ptxas",
         action="store_true",
         help="compile the source with nvcc and print ptxas's resource report",
@@ -131,6 +136,10 @@ def _compile(args) -> int:
             state = "" if ran else "  (not enabled by this schedule: IR unchanged)"
             print(f"// ----- IR after {stage}{state}")
             print(print_ir(kernel))
+    if args.explain_sync:
+        from .explain import explain_sync
+
+        print(explain_sync(compiled.kernels, text))
     if args.output:
         out = Path(args.output)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -138,7 +147,7 @@ def _compile(args) -> int:
         launch = Path(str(out) + ".launch.json")
         launch.write_text(json.dumps([x.to_json() for x in compiled.launches], indent=2) + "\n")
         print(f"wrote {out} and {launch}")
-    elif not args.print_ir_after_all:
+    elif not (args.print_ir_after_all or args.explain_sync):
         print(compiled.source, end="")
     if args.ptxas:
         from .toolchain import compile_cubin

@@ -205,6 +205,8 @@ class KernelIR:
     body: tuple[Stmt, ...]
     passes: tuple[str, ...] = ()  # the passes applied so far, in order
     raster: tuple[str, int] = ("none", 0)  # block id -> tile order: none, grouped G, zigzag W
+    sync_report: tuple = ()  # sync-elimination's decision per barrier (hazards.SyncDecision)
+    sync_report: tuple = ()  # sync-elimination's decision per barrier (hazards.SyncDecision)
 
     @property
     def warp_count(self) -> int:

@@ -84,14 +84,7 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
             f"unknown swizzle '{s.swizzle}'",
             "write `swizzle none`, `swizzle grouped 8` or `swizzle zigzag 2`",
         )
-    if s.sync == "minimal":
-        refuse(
-            "sync",
-            "sync minimal",
-            "the sync-elimination pass and its hazard analysis",
-            "write `sync all` (every barrier the lowering places is kept)",
-        )
-    elif s.sync != "all":
+    if s.sync not in ("all", "minimal"):
         errs.add(
             s.loc("sync"), f"unknown sync mode '{s.sync}'", "write `sync all` or `sync minimal`"
         )

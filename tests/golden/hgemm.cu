@@ -41,7 +41,7 @@ constexpr int AS_ROWS = 128, AS_PITCH = 72;  // block tile of A: 3 slot(s) of 12
 constexpr int BS_ROWS = 64, BS_PITCH = 136;  // block tile of B: 3 slot(s) of 64 x 128
 // swizzle grouped 8 (line 18): blocks walk GROUP_M block-rows at a time, so neighbours share A and B in L2
 constexpr int GROUP_M = 8;
-// sync all (line 19): every barrier the lowering placed is kept
+// sync minimal (line 19): every barrier the lowering placed is kept
 // load_order ab (default): A's tile is copied first
 // accumulate f32 (default): fragments accumulate in float
 // epilogue_via direct (default): fragments stored straight to C

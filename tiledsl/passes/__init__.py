@@ -33,6 +33,7 @@ def _registry() -> tuple[Pass, ...]:
     from .padding import padding
     from .smem_tiling import smem_tiling
     from .swizzle import swizzle
+    from .sync_elimination import sync_elimination
     from .warp_coarsening import warp_coarsening
 
     return (
@@ -70,6 +71,13 @@ def _registry() -> tuple[Pass, ...]:
             swizzle,
             lambda s: s.swizzle != "none",
             "remaps block ids to tiles",
+        ),
+        Pass(
+            "sync-elimination",
+            "sync",
+            sync_elimination,
+            lambda s: s.sync == "minimal",
+            "removes barriers the hazard analysis proves redundant",
         ),
     )
 
