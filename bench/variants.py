@@ -27,37 +27,53 @@ def measure(entries: list[tuple[str, str]], sizes, repeat: int = 30) -> list[dic
             for size in sizes:
                 report = run_gpu(kernel, compiled.source, launch, size, repeat=repeat)
                 m, n, k = size
-                rows.append({
-                    "label": label, "file": file, "kernel": kernel.name, "size": list(size),
-                    "ok": report.ok, "checks": [c.detail for c in report.checks],
-                    "time_ms": report.time_ms, "tflops": report.tflops,
-                    "cublas_ms": report.cublas_ms,
-                    "cublas_tflops": 2 * m * n * k / (report.cublas_ms * 1e9)
-                    if report.cublas_ms else None,
-                    "ratio_to_cublas": report.cublas_ms / report.time_ms
-                    if report.time_ms else None,
-                })
+                rows.append(
+                    {
+                        "label": label,
+                        "file": file,
+                        "kernel": kernel.name,
+                        "size": list(size),
+                        "ok": report.ok,
+                        "checks": [c.detail for c in report.checks],
+                        "time_ms": report.time_ms,
+                        "tflops": report.tflops,
+                        "cublas_ms": report.cublas_ms,
+                        "cublas_tflops": 2 * m * n * k / (report.cublas_ms * 1e9)
+                        if report.cublas_ms
+                        else None,
+                        "ratio_to_cublas": report.cublas_ms / report.time_ms
+                        if report.time_ms
+                        else None,
+                    }
+                )
                 print(report.render(), flush=True)
     return rows
 
 
 def table(rows: list[dict]) -> str:
-    out = [f"{'schedule':<28} {'size':<16} {'exact':<6} {'ms':>8} {'TFLOP/s':>8} "
-           f"{'cuBLAS':>8} {'ratio':>6}"]
+    out = [
+        f"{'schedule':<28} {'size':<16} {'exact':<6} {'ms':>8} {'TFLOP/s':>8} "
+        f"{'cuBLAS':>8} {'ratio':>6}"
+    ]
     for r in rows:
         size = "x".join(map(str, r["size"]))
         if r["time_ms"]:
-            out.append(f"{r['label']:<28} {size:<16} {'PASS' if r['ok'] else 'FAIL':<6} "
-                       f"{r['time_ms']:>8.3f} {r['tflops']:>8.1f} {r['cublas_tflops']:>8.1f} "
-                       f"{r['ratio_to_cublas']:>6.2f}")
+            out.append(
+                f"{r['label']:<28} {size:<16} {'PASS' if r['ok'] else 'FAIL':<6} "
+                f"{r['time_ms']:>8.3f} {r['tflops']:>8.1f} {r['cublas_tflops']:>8.1f} "
+                f"{r['ratio_to_cublas']:>6.2f}"
+            )
         else:
             out.append(f"{r['label']:<28} {size:<16} {'FAIL':<6}")
     return "\n".join(out)
 
 
 def save(rows: list[dict], path: Path) -> None:
-    record = {"device": device_name(),
-              "date": datetime.datetime.now().isoformat(timespec="seconds"), "rows": rows}
+    record = {
+        "device": device_name(),
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "rows": rows,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n")
     print(f"wrote {path}")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import EXAMPLES, example_params
 
-from tiledsl.errors import TileError
 from tiledsl.driver import compile_file
+from tiledsl.errors import TileError
 from tiledsl.formatter import format_program
 from tiledsl.parser import parse
 from tiledsl.passes import STAGE_NAMES

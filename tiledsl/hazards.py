@@ -31,8 +31,21 @@ import numpy as np
 
 from .errors import error
 from .expr import evaluate
-from .ir import (DTYPE_BYTES, AsyncCommit, AsyncWait, Barrier, Copy, For, If, KernelIR, LoadFrag,
-                 SharedTile, StoreFrag, buffer_offsets, walk)
+from .ir import (
+    DTYPE_BYTES,
+    AsyncCommit,
+    AsyncWait,
+    Barrier,
+    Copy,
+    For,
+    If,
+    KernelIR,
+    LoadFrag,
+    SharedTile,
+    StoreFrag,
+    buffer_offsets,
+    walk,
+)
 from .printer import stmt_text
 
 INF = 1 << 60
@@ -75,8 +88,16 @@ class _Trace:
         self.offsets = buffer_offsets(kernel)
         bm, bn, bk = kernel.schedule.block
         warp = np.arange(kernel.warp_count)
-        self.env = {"M": bm, "N": bn, "K": steps * bk, "bm": 0, "bn": 0, "warp": warp,
-                    "wm": warp // kernel.warps[1], "wn": warp % kernel.warps[1]}
+        self.env = {
+            "M": bm,
+            "N": bn,
+            "K": steps * bk,
+            "bm": 0,
+            "bn": 0,
+            "warp": warp,
+            "wm": warp // kernel.warps[1],
+            "wn": warp % kernel.warps[1],
+        }
         self.pos = 0
         self.accesses: list[_Access] = []
         self.barriers: list[tuple[int, Barrier]] = []
@@ -128,9 +149,18 @@ class _Trace:
         last = (slot * buf.rows + r0 + tile.rows - 1) * buf.pitch + c0 + tile.cols - 1
         base = self.offsets[buf.name]
         private = buf.per_warp and str(tile.slot) == "warp"
-        a = _Access(self.pos, self.pos, base + int(np.min(first)) * size,
-                    base + (int(np.max(last)) + 1) * size, write, issuer, private, sig, stmt,
-                    buf.name)
+        a = _Access(
+            self.pos,
+            self.pos,
+            base + int(np.min(first)) * size,
+            base + (int(np.max(last)) + 1) * size,
+            write,
+            issuer,
+            private,
+            sig,
+            stmt,
+            buf.name,
+        )
         self.accesses.append(a)
         return a
 
@@ -139,8 +169,12 @@ def _needs(p: _Access, q: _Access) -> str | None:
     """The barrier scope that must order p before q, or None."""
     if not (p.write or q.write) or p.hi <= q.lo or q.hi <= p.lo:
         return None
-    if p.issuer == q.issuer and p.signature == q.signature and p.issuer != "lanes" \
-            and (p.issuer == "threads" or p.private and q.private):
+    if (
+        p.issuer == q.issuer
+        and p.signature == q.signature
+        and p.issuer != "lanes"
+        and (p.issuer == "threads" or p.private and q.private)
+    ):
         return None  # the same thread (or the same warp, in its own slot) in program order
     if p.private and q.private:
         if p.issuer == q.issuer == "lanes" and p.signature == q.signature:
@@ -161,11 +195,16 @@ def _hazards(kernel: KernelIR, steps: int):
             if scope is None:
                 continue
             if p.end > q.start:  # p is an async copy still in flight when q runs
-                raise HazardError(f"`{stmt_text(q.stmt)}` touches {q.buffer} while "
-                                  f"`{stmt_text(p.stmt)}` may still be copying into it: a "
-                                  "cp.async wait is missing, and no barrier can mend that")
-            covers = frozenset(id(b) for at, b in trace.barriers
-                               if p.end < at < q.start and (scope == "warp" or b.scope == "block"))
+                raise HazardError(
+                    f"`{stmt_text(q.stmt)}` touches {q.buffer} while "
+                    f"`{stmt_text(p.stmt)}` may still be copying into it: a "
+                    "cp.async wait is missing, and no barrier can mend that"
+                )
+            covers = frozenset(
+                id(b)
+                for at, b in trace.barriers
+                if p.end < at < q.start and (scope == "warp" or b.scope == "block")
+            )
             kind = "WAW" if p.write and q.write else ("RAW" if p.write else "WAR")
             out.append((Hazard(kind, scope, _who(p), _who(q), q.buffer), covers))
     return out
@@ -189,8 +228,11 @@ def decide(kernel: KernelIR, remove: bool) -> tuple[tuple[SyncDecision, ...], fr
     try:
         return _decide(kernel, remove)
     except HazardError as err:
-        raise error(kernel.schedule.loc("stages"), str(err),
-                    "this is a tiledsl bug in the pipeline it built; please report it") from None
+        raise error(
+            kernel.schedule.loc("stages"),
+            str(err),
+            "this is a tiledsl bug in the pipeline it built; please report it",
+        ) from None
 
 
 def _decide(kernel: KernelIR, remove: bool):
@@ -206,18 +248,26 @@ def _decide(kernel: KernelIR, remove: bool):
         only = [h for h, covers in hazards if id(b) in covers and not (covers - removed - {id(b)})]
         if only:
             h = only[0]
-            decisions.append(SyncDecision(index, b, True,
-                                          f"needed: {h.kind} on {h.buffer} ({h.scope} scope) — "
-                                          f"{h.first} then {h.second}; no other barrier orders "
-                                          "them"))
+            decisions.append(
+                SyncDecision(
+                    index,
+                    b,
+                    True,
+                    f"needed: {h.kind} on {h.buffer} ({h.scope} scope) — "
+                    f"{h.first} then {h.second}; no other barrier orders "
+                    "them",
+                )
+            )
             continue
         crossing = [h for h, covers in hazards if id(b) in covers]
         if remove:
             removed.add(id(b))
         if crossing:
             h = crossing[0]
-            why = (f"redundant: every hazard it orders (e.g. {h.kind} on {h.buffer}: {h.first} "
-                   f"then {h.second}) is also ordered by another barrier")
+            why = (
+                f"redundant: every hazard it orders (e.g. {h.kind} on {h.buffer}: {h.first} "
+                f"then {h.second}) is also ordered by another barrier"
+            )
         else:
             why = "redundant: no shared-memory hazard crosses it"
         decisions.append(SyncDecision(index, b, not remove, why))

@@ -427,7 +427,8 @@ class _Interpreter:
         raise RaceError(
             f"shared-memory race on {self._where(unit * UNIT, write[2])} in block "
             f"{blk.env['pid']}: write by {write[1]} in `{write[2]}` and {kind} by {other[1]} in "
-            f"`{other[2]}`, with no barrier between them")
+            f"`{other[2]}`, with no barrier between them"
+        )
 
     def _where(self, byte: int, text: str) -> str:
         """Buffer[slot][row][col] of a byte; of the buffers sharing it, the one `text` names."""

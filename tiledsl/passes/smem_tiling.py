@@ -53,8 +53,10 @@ def smem_tiling(kernel: KernelIR) -> KernelIR:
     others = [b for b in kernel.buffers if not b.per_warp]
     if staging and tiles:
         body = _fence_staging(body, [b.name for b in staging], [t.name for t in tiles], kernel)
-        staging = [replace(b, alias=tiles[0].name, purpose=b.purpose + ", over the A/B tiles")
-                   for b in staging]
+        staging = [
+            replace(b, alias=tiles[0].name, purpose=b.purpose + ", over the A/B tiles")
+            for b in staging
+        ]
     return replace(kernel, body=tuple(body), buffers=(*others, *tiles, *staging))
 
 
@@ -62,24 +64,43 @@ def _tile_loop(loop: For, kernel: KernelIR, shapes: dict[str, tuple[int, int]]):
     s = kernel.schedule
     origins: dict[str, tuple] = {}
     for stmt in walk(loop.body):
-        if isinstance(stmt, LoadFrag) and isinstance(stmt.src, GlobalTile) \
-                and stmt.src.operand in shapes:
+        if (
+            isinstance(stmt, LoadFrag)
+            and isinstance(stmt.src, GlobalTile)
+            and stmt.src.operand in shapes
+        ):
             origins.setdefault(stmt.src.operand, stmt.src.origin)
     buffers, copies = [], []
     for name in sorted(origins, key=lambda n: n != kernel.gemm.a.name):
         rows, cols = shapes[name]
         op = kernel.gemm.operand(name)
-        buf = SharedBuffer(name + "s", op.dtype, 1, rows, cols, cols, f"block tile of {name}",
-                           s.loc("stages"))
+        buf = SharedBuffer(
+            name + "s", op.dtype, 1, rows, cols, cols, f"block tile of {name}", s.loc("stages")
+        )
         buffers.append(buf)
-        copies.append(Copy(SharedTile(buf.name, Const(0), (Const(0), Const(0)), rows, cols),
-                           GlobalTile(name, origins[name], (Const(0), Const(0)), rows, cols),
-                           s.copy_bytes // DTYPE_BYTES[op.dtype], "block", "sync", s.loc("copy")))
+        copies.append(
+            Copy(
+                SharedTile(buf.name, Const(0), (Const(0), Const(0)), rows, cols),
+                GlobalTile(name, origins[name], (Const(0), Const(0)), rows, cols),
+                s.copy_bytes // DTYPE_BYTES[op.dtype],
+                "block",
+                "sync",
+                s.loc("copy"),
+            )
+        )
     names = ", ".join(b.name for b in buffers)
-    raw = Barrier("block", f"RAW: the copies into {names} (all threads) must land before any "
-                  "warp's fragment loads read them", s.loc("stages"))
-    war = Barrier("block", "WAR: every warp's fragment loads of this step must finish before "
-                  f"the next step's copies overwrite {names}", s.loc("stages"))
+    raw = Barrier(
+        "block",
+        f"RAW: the copies into {names} (all threads) must land before any "
+        "warp's fragment loads read them",
+        s.loc("stages"),
+    )
+    war = Barrier(
+        "block",
+        "WAR: every warp's fragment loads of this step must finish before "
+        f"the next step's copies overwrite {names}",
+        s.loc("stages"),
+    )
     inner = _redirect(loop.body, {name: name + "s" for name in origins}, origins)
     steps = ordered(copies, kernel.gemm.a.name, s.load_order, Var("kt"))
     return replace(loop, body=(*steps, raw, *inner, war)), buffers
@@ -90,11 +111,17 @@ def _redirect(body, buffer_of: dict[str, str], origins: dict[str, tuple]):
     for stmt in body:
         if isinstance(stmt, For):
             stmt = replace(stmt, body=_redirect(stmt.body, buffer_of, origins))
-        elif (isinstance(stmt, LoadFrag) and isinstance(stmt.src, GlobalTile)
-              and stmt.src.operand in buffer_of and stmt.src.origin == origins[stmt.src.operand]):
+        elif (
+            isinstance(stmt, LoadFrag)
+            and isinstance(stmt.src, GlobalTile)
+            and stmt.src.operand in buffer_of
+            and stmt.src.origin == origins[stmt.src.operand]
+        ):
             src = stmt.src
-            stmt = replace(stmt, src=SharedTile(buffer_of[src.operand], Const(0), src.offset,
-                                                src.rows, src.cols))
+            stmt = replace(
+                stmt,
+                src=SharedTile(buffer_of[src.operand], Const(0), src.offset, src.rows, src.cols),
+            )
         out.append(stmt)
     return tuple(out)
 
@@ -106,17 +133,31 @@ def _fence_staging(body, staging: list[str], tiles: list[str], kernel: KernelIR)
     loop_at = next(i for i, s in enumerate(body) if isinstance(s, For) and s.var == "kt")
 
     def uses_staging(stmts) -> bool:
-        return any(isinstance(t, SharedTile) and t.buffer in staging
-                   for s in walk(tuple(stmts)) for t in (getattr(s, "src", None),
-                                                         getattr(s, "dst", None)))
+        return any(
+            isinstance(t, SharedTile) and t.buffer in staging
+            for s in walk(tuple(stmts))
+            for t in (getattr(s, "src", None), getattr(s, "dst", None))
+        )
 
     out = list(body)
-    if uses_staging(body[loop_at + 1:]):
-        out.insert(loop_at + 1, Barrier(
-            "block", f"WAR: every warp must be done reading {names} before any warp's staging "
-            f"of C overwrites their bytes (Cs shares them)", loc))
+    if uses_staging(body[loop_at + 1 :]):
+        out.insert(
+            loop_at + 1,
+            Barrier(
+                "block",
+                f"WAR: every warp must be done reading {names} before any warp's staging "
+                f"of C overwrites their bytes (Cs shares them)",
+                loc,
+            ),
+        )
     if uses_staging(body[:loop_at]):
-        out.insert(loop_at, Barrier(
-            "block", f"WAR: every warp must be done with its staged C before the first copies "
-            f"into {names} overwrite those bytes", loc))
+        out.insert(
+            loop_at,
+            Barrier(
+                "block",
+                f"WAR: every warp must be done with its staged C before the first copies "
+                f"into {names} overwrite those bytes",
+                loc,
+            ),
+        )
     return out

@@ -16,6 +16,5 @@ from ..ir import Barrier, KernelIR, map_body
 
 def sync_elimination(kernel: KernelIR) -> KernelIR:
     decisions, removed = decide(kernel, remove=True)
-    body = map_body(kernel.body, lambda s: () if isinstance(s, Barrier) and id(s) in removed
-                    else s)
+    body = map_body(kernel.body, lambda s: () if isinstance(s, Barrier) and id(s) in removed else s)
     return replace(kernel, body=body, sync_report=decisions)
