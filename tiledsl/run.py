@@ -127,7 +127,6 @@ def run_cpu(
     m, n, k = size
     report = Report(kernel.name, size, "the numpy interpreter")
     rng = np.random.default_rng(seed)
-    bm, bn, _ = kernel.schedule.block
     for kind in ("exact", "normal"):
         inputs = make_inputs(g, m, n, k, kind, rng)
         arrays = _storage_arrays(kernel, inputs)
@@ -137,15 +136,7 @@ def run_cpu(
         except InterpreterError as err:
             report.checks.append(Check("race check", False, str(err)))
             return report
-        out = from_storage(g.c, arrays[g.c.name], (m, n))
-        check = (
-            check_exact(g, inputs, out, (bm, bn))
-            if kind == "exact"
-            else check_statistical(g, inputs, out)
-        )
-        report.checks.append(check)
-        if not check.ok and save_dir is not None:
-            _save(save_dir, kernel, size, inputs, out, report)
+        _judge(kernel, kind, inputs, from_storage(g.c, arrays[g.c.name], (m, n)), report, save_dir)
         if kind == "exact":
             report.lines.append(
                 f"{stats.blocks} blocks x {kernel.threads} threads, {stats.mma} warp mma ops, "
@@ -186,25 +177,29 @@ def run_gpu(
         f"{launch.smem_bytes} bytes dynamic shared memory"
     )
     rng = np.random.default_rng(seed)
-    bm, bn, _ = kernel.schedule.block
     for kind in ("exact", "normal"):
         inputs = to_device(make_inputs(g, m, n, k, kind, rng), cupy)
         dev = _storage_arrays(kernel, inputs)
         run(dev, sizes)
         cupy.cuda.Device().synchronize()
-        out = from_storage(g.c, dev[g.c.name], (m, n))
-        check = (
-            check_exact(g, inputs, out, (bm, bn))
-            if kind == "exact"
-            else check_statistical(g, inputs, out)
-        )
-        report.checks.append(check)
-        if not check.ok and save_dir is not None:
-            _save(save_dir, kernel, size, inputs, out, report)
+        _judge(kernel, kind, inputs, from_storage(g.c, dev[g.c.name], (m, n)), report, save_dir)
     if report.ok:
         report.time_ms = runtime.time_ms(lambda: run(dev, sizes), repeat=repeat)
         report.cublas_ms = runtime.time_ms(lambda: cupy.matmul(inputs.a, inputs.b), repeat=repeat)
     return report
+
+
+def _judge(kernel: KernelIR, kind: str, inputs, out, report: Report, save_dir: Path | None):
+    """Apply the oracle of `kind` to `out`; keep the inputs of a failure for replay."""
+    bm, bn, _ = kernel.schedule.block
+    g = kernel.gemm
+    if kind == "exact":
+        check = check_exact(g, inputs, out, (bm, bn))
+    else:
+        check = check_statistical(g, inputs, out)
+    report.checks.append(check)
+    if not check.ok and save_dir is not None:
+        _save(save_dir, kernel, report.size, inputs, out, report)
 
 
 def _save(save_dir: Path, kernel: KernelIR, size, inputs, out, report: Report) -> None:
