@@ -73,8 +73,9 @@ def schedules(draw) -> Case:
     directives = [f"block {bm} x {bn} x {bk}", f"mma {mm} x {mn} x {mk}"]
     if (cm, cn) != (1, 1) or draw(st.booleans()):
         directives.append(f"coarsen {cm} x {cn}")
-    directives += [f"stages {stages}", "sync all"]
-    expect: dict = {"warps": (warps_m, warps_n), "stages": stages}
+    sync = draw(st.sampled_from(["all", "minimal"]))
+    directives += [f"stages {stages}", f"sync {sync}"]
+    expect: dict = {"warps": (warps_m, warps_n), "stages": stages, "sync": sync}
 
     # copy: async needs stages >= 2; left out, it defaults to async 16 / sync 16.
     modes = ["sync", "async"] if stages >= 2 else ["sync"]
@@ -111,10 +112,10 @@ def schedules(draw) -> Case:
         directives.append(f"swizzle {kind} {param}")
         expect["raster"] = (kind, param)
 
-    order = draw(st.sampled_from([None, "ab", "ba"]))
+    order = draw(st.sampled_from([None, "ab", "ba", "alternate"]))
     if order is not None:
         directives.append(f"load_order {order}")
-    expect["first_copy"] = "Bs" if order == "ba" else "As"
+    expect["first_copy"] = "Bs" if order == "ba" else "As"  # alternate: A first on even steps
 
     c_dtype = draw(st.sampled_from(["f32", "f16"]))
     op = draw(st.sampled_from(["=", "+="]))
@@ -160,10 +161,20 @@ def compile_or_known_refusal(case: Case) -> KernelIR | None:
         raise AssertionError(f"unexpected refusal of a valid schedule:\n{message}") from err
 
 
+def barrier_count(kernel: KernelIR) -> tuple[int, int]:
+    """(block, warp) barriers in the IR text (not executions)."""
+    scopes = [s.scope for s in walk(kernel.body) if isinstance(s, Barrier)]
+    return scopes.count("block"), scopes.count("warp")
+
+
 def check_structure(kernel: KernelIR, case: Case) -> None:
     """The IR shows what each directive asked for."""
     want, stages = case.expect, case.stages
     assert kernel.warps == want["warps"]
+    assert ("sync-elimination" in kernel.passes) == (want["sync"] == "minimal"), kernel.passes
+    if want["sync"] == "minimal":  # never more barriers than `sync all` placed
+        everything = compile_source(case.source.replace("sync minimal", "sync all")).kernels[0]
+        assert barrier_count(kernel) <= barrier_count(everything)
     assert kernel.raster == want["raster"]
     names = [b.name for b in kernel.buffers]
     assert ("Cs" in names) == want["staged_c"], names
@@ -202,6 +213,7 @@ def test_random_valid_schedules_are_exact_and_race_free(case, seed):
     steps = case.size[2] // kernel.schedule.block[2]
     depth = case.stages - 1
     event(f"stages {case.stages}")
+    event(f"sync {case.expect['sync']}")
     if case.stages >= 2:
         event(
             "K steps < S - 1"
@@ -302,8 +314,34 @@ def kernel_block(path: Path) -> tuple[int, int, int]:
 
 def test_the_full_pipeline_reaches_every_pass_of_hgemm():
     kernel = compile_file(ROOT / "examples/hgemm.tile").kernels[0]
-    assert kernel.passes == tuple(STAGE_NAMES[1:])
+    built = ("smem-tiling", "warp-coarsening", "multi-buffering", "padding", "swizzle")
+    assert [p for p in kernel.passes if p in built] == list(built)
     assert kernel.raster == ("grouped", 8)
+
+
+SYNC_MINIMAL = ["ladder/v2", "ladder/v3", "ladder/v4", "ladder/v5", "ladder/v7", "hgemm_f16"]
+
+
+@pytest.mark.parametrize("example", SYNC_MINIMAL)
+def test_sync_minimal_on_the_ladder_is_exact_race_free_and_never_adds_barriers(example):
+    text = (ROOT / "examples" / f"{example}.tile").read_text()
+    assert "sync    all" in text
+    everything = compile_source(text, f"{example}.tile").kernels[0]
+    minimal = compile_source(text.replace("sync    all", "sync    minimal"), "m.tile").kernels[0]
+    assert minimal.passes[-1] == "sync-elimination"
+    assert barrier_count(minimal) <= barrier_count(everything)
+    bm, bn, bk = minimal.schedule.block
+    for steps in (1, 2, 3):
+        check = run(minimal, 2 * bm, bn, steps * bk, seed=steps)
+        assert check.ok, check.detail
+
+
+def test_sync_minimal_keeps_the_pipeline_barrier_of_hgemm():
+    kernel = compile_file(ROOT / "examples/hgemm.tile").kernels[0]
+    assert kernel.schedule.sync == "minimal"
+    loop = next(s for s in kernel.body if isinstance(s, For) and s.var == "kt")
+    barriers = [s for s in walk(loop.body) if isinstance(s, Barrier)]
+    assert len(barriers) == 1 and is_pipeline_barrier(barriers[0])
 
 
 # ------------------------------------------------------------------ cutting the pipeline
@@ -378,3 +416,25 @@ def test_removing_the_async_wait_is_caught(v4):
     broken = cut_in_kt_loop(v4, lambda s: isinstance(s, AsyncWait))
     with pytest.raises(InterpreterError, match="still filling"):
         run(broken, 128, 128, 128)
+
+
+@pytest.mark.parametrize("example", ["ladder/v4", "hgemm"])
+def test_waiting_for_one_group_too_few_is_caught(example):
+    """`wait_group S - 1` instead of `S - 2`: step kt's tiles may still be in flight."""
+    kernel = compile_file(ROOT / "examples" / f"{example}.tile").kernels[0]
+    stages = kernel.schedule.stages
+    loop = next(s for s in kernel.body if isinstance(s, For) and s.var == "kt")
+    assert [s for s in loop.body if isinstance(s, AsyncWait)] == [AsyncWait(stages - 2)]
+    body = tuple(
+        dataclasses.replace(
+            s,
+            body=tuple(AsyncWait(stages - 1) if isinstance(x, AsyncWait) else x for x in s.body),
+        )
+        if s is loop
+        else s
+        for s in kernel.body
+    )
+    broken = dataclasses.replace(kernel, body=body)
+    bm, bn, bk = kernel.schedule.block
+    with pytest.raises(InterpreterError, match="still filling"):
+        run(broken, bm, bn, bk * (stages + 1))
