@@ -206,7 +206,7 @@ def _hazards(kernel: KernelIR, steps: int):
                 if p.end < at < q.start and (scope == "warp" or b.scope == "block")
             )
             kind = "WAW" if p.write and q.write else ("RAW" if p.write else "WAR")
-            out.append((Hazard(kind, scope, _who(p), _who(q), q.buffer), covers))
+            out.append((Hazard(kind, scope, _who(p, kernel), _who(q, kernel), q.buffer), covers))
     return out
 
 
@@ -214,9 +214,15 @@ class HazardError(Exception):
     """An access races with an async copy in flight: no barrier can order it."""
 
 
-def _who(a: _Access) -> str:
+def _who(a: _Access, kernel: KernelIR) -> str:
+    """The access, who issues it, and the `.tile` directive it comes from."""
     actor = {"threads": "all threads", "lanes": "the warp's lanes", "warp": "each warp"}[a.issuer]
-    return f"`{stmt_text(a.stmt)}` ({actor})"
+    s = kernel.schedule
+    if isinstance(a.stmt, Copy):
+        loc = a.stmt.loc
+    else:  # fragment ops: the mma directive (or, by default, the kernel)
+        loc = s.loc("mma")
+    return f"`{stmt_text(a.stmt)}` ({actor}; from {loc})"
 
 
 def decide(kernel: KernelIR, remove: bool) -> tuple[tuple[SyncDecision, ...], frozenset[int]]:
