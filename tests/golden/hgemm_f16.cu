@@ -12,12 +12,12 @@ namespace hgemm_f16_schedule {
 constexpr int BM = 64, BN = 128, BK = 32;
 // mma 16 x 16 x 16 (line 11): one tensor-core fragment
 constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
-// coarsen 1 x 1 (default): 1 fragment(s) per warp, so 4 x 8 warps
+// coarsen 1 x 1 (default): 1 x 1 fragment(s) per warp, so 4 x 8 warps
 constexpr int WARPS_M = 4, WARPS_N = 8, WARP_SIZE = 32, THREADS = 1024;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 1 (line 12): one shared-memory tile of A and B, loaded then computed (smem-tiling)
 // copy sync 16 (default): global -> shared copies move 16-byte vectors
-// pad none (line 13): row pitches below
+// pad none (line 13): unpadded: pitches below
 constexpr int AS_ROWS = 64, AS_PITCH = 32;  // block tile of A: 1 slot(s) of 64 x 32
 constexpr int BS_ROWS = 32, BS_PITCH = 128;  // block tile of B: 1 slot(s) of 32 x 128
 constexpr int CS_ROWS = 16, CS_PITCH = 16;  // per-warp staging tile of C, over the A/B tiles: 32 slot(s) of 16 x 16

@@ -12,7 +12,7 @@ namespace hgemm_v1_schedule {
 constexpr int BM = 64, BN = 16, BK = 16;
 // mma 16 x 16 x 16 (line 11): one tensor-core fragment
 constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
-// coarsen 1 x 1 (line 12): 1 fragment(s) per warp, so 4 x 1 warps
+// coarsen 1 x 1 (line 12): 1 x 1 fragment(s) per warp, so 4 x 1 warps
 constexpr int WARPS_M = 4, WARPS_N = 1, WARP_SIZE = 32, THREADS = 128;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 0 (line 13): fragments load straight from global memory (no shared memory)

@@ -12,12 +12,12 @@ namespace hgemm_v3_schedule {
 constexpr int BM = 64, BN = 64, BK = 32;
 // mma 16 x 16 x 16 (line 9): one tensor-core fragment
 constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
-// coarsen 2 x 2 (line 10): 4 fragment(s) per warp, so 2 x 2 warps
+// coarsen 2 x 2 (line 10): 2 x 2 fragment(s) per warp, so 2 x 2 warps
 constexpr int WARPS_M = 2, WARPS_N = 2, WARP_SIZE = 32, THREADS = 128;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 1 (line 11): one shared-memory tile of A and B, loaded then computed (smem-tiling)
 // copy sync 16 (line 12): global -> shared copies move 16-byte vectors
-// pad none (line 13): row pitches below
+// pad none (line 13): unpadded: pitches below
 constexpr int AS_ROWS = 64, AS_PITCH = 32;  // block tile of A: 1 slot(s) of 64 x 32
 constexpr int BS_ROWS = 32, BS_PITCH = 64;  // block tile of B: 1 slot(s) of 32 x 64
 // swizzle none (line 14): block i computes tile (i / tiles_n, i % tiles_n)

@@ -108,14 +108,51 @@ __device__ __forceinline__ void cp_async_wait() {
         consts = named_constants(Analysis(k.name, k.gemm, s, k.target))
         (mm, mn, mk) = s.mma
         tiled = "smem-tiling" in k.passes
+        piped = "multi-buffering" in k.passes
+        later = "not applied here (compiled with --stop-after an earlier pass)"
         if s.stages == 0:
             staging = "fragments load straight from global memory (no shared memory)"
-        elif tiled:
-            staging = "one shared-memory tile of A and B, loaded then computed (smem-tiling)"
-        else:
+        elif not tiled:
+            staging = f"{later}: fragments load straight from global memory"
+        elif piped:
             staging = (
-                "not applied here (compiled with --stop-after lower): fragments load "
-                "straight from global memory"
+                f"{s.stages} shared-memory slots of A and B; copies run {s.stages - 1} "
+                "step(s) ahead of the compute (smem-tiling, multi-buffering)"
+            )
+        else:
+            staging = "one shared-memory tile of A and B, loaded then computed (smem-tiling)"
+            if s.stages > 1:
+                staging += f"; multi-buffering {later}"
+        if not tiled:
+            copying = "unused: no shared-memory tiles of A and B"
+        elif piped and s.copy_mode == "async":
+            copying = f"cp.async copies of {s.copy_bytes}-byte vectors, global -> shared"
+        else:
+            copying = f"global -> shared copies move {s.copy_bytes}-byte vectors"
+        tiles = [b for b in k.buffers if not b.per_warp]
+        if not tiled:
+            padding = "unused: no shared-memory tiles of A and B"
+        elif "padding" in k.passes:
+            pads = ", ".join(f"{b.name} {b.pitch - b.cols}" for b in tiles)
+            padding = f"rows padded by {pads} element(s): pitches below"
+        else:
+            padding = "unpadded: pitches below" + (f"; padding {later}" if s.pad != "none" else "")
+        if "warp-coarsening" in k.passes or s.coarsen == (1, 1):
+            coarsening = (
+                f"{s.coarsen[0]} x {s.coarsen[1]} fragment(s) per warp, so "
+                f"{k.warps[0]} x {k.warps[1]} warps"
+            )
+        else:
+            coarsening = f"{later}: one fragment per warp, {k.warps[0]} x {k.warps[1]} warps"
+        if "sync-elimination" in k.passes:
+            kept = sum(d.kept for d in k.sync_report)
+            syncing = (
+                f"the hazard analysis kept {kept} barrier(s) and removed "
+                f"{len(k.sync_report) - kept} (see --explain-sync)"
+            )
+        else:
+            syncing = "every barrier the lowering placed is kept" + (
+                f"; sync-elimination {later}" if s.sync == "minimal" else ""
             )
         out = [
             self._directive(
@@ -132,8 +169,7 @@ __device__ __forceinline__ void cp_async_wait() {
                 s,
                 "coarsen",
                 f"coarsen {s.coarsen[0]} x {s.coarsen[1]}",
-                f"{s.coarsen[0] * s.coarsen[1]} fragment(s) per warp, so "
-                f"{k.warps[0]} x {k.warps[1]} warps",
+                coarsening,
             ),
             f"constexpr int WARPS_M = {k.warps[0]}, WARPS_N = {k.warps[1]}, "
             f"WARP_SIZE = {k.target.warp_width}, THREADS = {k.threads};",
@@ -149,9 +185,7 @@ __device__ __forceinline__ void cp_async_wait() {
                 s,
                 "copy",
                 f"copy {s.copy_mode} {s.copy_bytes}",
-                f"global -> shared copies move {s.copy_bytes}-byte vectors"
-                if tiled
-                else "unused: no shared-memory tiles of A and B",
+                copying,
             ),
             self._directive(
                 s,
@@ -162,7 +196,7 @@ __device__ __forceinline__ void cp_async_wait() {
                     if s.pad != "explicit"
                     else f"{k.gemm.a.name} {s.pad_a}, {k.gemm.b.name} {s.pad_b}"
                 ),
-                "row pitches below" if tiled else "unused: no shared-memory tiles of A and B",
+                padding,
             ),
         ]
         for b in k.buffers:
@@ -175,13 +209,13 @@ __device__ __forceinline__ void cp_async_wait() {
             self._directive(
                 s,
                 "swizzle",
-                "swizzle " + " ".join(str(x) for x in k.raster if x),
-                _RASTER_MEANING[k.raster[0]],
+                "swizzle " + " ".join(str(x) for x in (s.swizzle, s.swizzle_param) if x),
+                _RASTER_MEANING[k.raster[0]]
+                if k.raster[0] == s.swizzle
+                else f"{later}: {_RASTER_MEANING['none']}",
             ),
             *self._raster_constants(k),
-            self._directive(
-                s, "sync", f"sync {s.sync}", "every barrier the lowering placed is kept"
-            ),
+            self._directive(s, "sync", f"sync {s.sync}", syncing),
             self._directive(
                 s,
                 "load_order",
