@@ -132,8 +132,7 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
             sched.loc("block"),
             f"{warps_m} x {warps_n} warps of {target.warp_width} threads = "
             f"{threads} threads per block; {target.name} allows {target.max_threads_per_block}",
-            "use a smaller block tile (warp coarsening, one warp computing several "
-            "fragments, is not built yet)",
+            "use a smaller block tile, or give each warp several fragments (`coarsen 2 x 2`)",
         )
     if gemm is not None and sched.stages >= 1:
         _check_copy_width(sched, gemm, errs)

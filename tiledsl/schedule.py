@@ -34,6 +34,7 @@ class Schedule:
     epilogue_via: str = "direct"
     target: str = DEFAULT_TARGET
     attributes: tuple[str, ...] = ()
+    target_from_command_line: bool = False
     written: frozenset[str] = frozenset()
     invalid: frozenset[str] = frozenset()  # written, but refused by analysis: default kept
     locs: tuple[tuple[str, Loc], ...] = field(default=(), compare=False, repr=False)
@@ -85,10 +86,15 @@ def read_directives(
     pads = values.pop("_pads", {})
     stages = values.get("stages", 2)
     defaults = {"copy_mode": "async" if stages >= 2 else "sync"}
-    if target_override is not None:
-        values["target"] = target_override
     written = frozenset(seen)
     locs = tuple((name, d.loc) for name, d in seen.items())
+    if target_override is not None:
+        # The command line's --target wins over the file's; errors about it point at the
+        # kernel, since no line of the file asked for it.
+        values["target"] = target_override
+        values["target_from_command_line"] = True
+        written |= {"target"}
+        locs = tuple((name, loc) for name, loc in locs if name != "target")
     if "block" not in seen:
         errs.add(
             kernel.loc,

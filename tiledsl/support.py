@@ -33,7 +33,7 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
     if not t.emitter_built:
         refuse(
             "target",
-            f"target {t.name}",
+            f"target {t.name}" + (" (from --target)" if s.target_from_command_line else ""),
             "the MUSA emitter",
             "compile for CUDA: `target cuda sm_90` or `--target cuda`",
         )
