@@ -171,15 +171,6 @@ def test_errors_of_every_kernel_in_one_report():
 
 
 UNBUILT = {
-    "column-major B": (
-        edit("B: f16[K, N] row", "B: f16[K, N] col"),
-        (
-            3,
-            5,
-            "B as the product reads it is col-major; only row-major A (M x K), "
-            "B (K x N) and C (M x N) are built so far",
-        ),
-    ),
     "epilogue": (
         edit("    sync    all\n", "    sync    all\n    epilogue relu\n"),
         (12, 5, "epilogue relu is not built yet: it needs epilogue support"),

@@ -44,13 +44,16 @@ def copy_ways(kernel: KernelIR, copy: Copy, pitch: int) -> int:
     buf = kernel.buffer(copy.dst.buffer)
     size = DTYPE_BYTES[buf.dtype]
     width = copy.vector * size
-    row_vecs = copy.dst.cols // copy.vector
+    # In storage terms: a tile is `lines` contiguous runs `pitch` apart (rows, or columns
+    # of a column-major tile), and the copy's chunks walk along each run.
+    length, lines = _storage_shape(buf, copy.dst.rows, copy.dst.cols)
+    row_vecs = length // copy.vector
     lanes = kernel.target.warp_width
     phase = max(1, 128 // width)
     worst = 1
     for start in range(0, lanes, phase):
         addrs = []
-        for v in range(start, min(start + phase, copy.dst.rows * row_vecs)):
+        for v in range(start, min(start + phase, lines * row_vecs)):
             r, c = divmod(v, row_vecs)
             addrs.append((r * pitch + c * copy.vector) * size)
         worst = max(
@@ -62,13 +65,18 @@ def copy_ways(kernel: KernelIR, copy: Copy, pitch: int) -> int:
 def fragment_ways(kernel: KernelIR, load: LoadFrag, pitch: int) -> int:
     buf = kernel.buffer(load.src.buffer)
     size = DTYPE_BYTES[buf.dtype]
-    rows, cols = load.src.rows, load.src.cols
+    cols, rows = _storage_shape(buf, load.src.rows, load.src.cols)
     worst = 1
     for r0 in range(0, rows, 8):
         for c0 in range(0, cols * size, 16):
             addrs = [(r0 + r) * pitch * size + c0 for r in range(min(8, rows - r0))]
             worst = max(worst, _ways(addrs, 16, 8))
     return worst
+
+
+def _storage_shape(buf, rows: int, cols: int) -> tuple[int, int]:
+    """(length of one contiguous run, number of runs) of a rows x cols tile of `buf`."""
+    return (cols, rows) if buf.layout == "row" else (rows, cols)
 
 
 def conflicts(kernel: KernelIR, buffer: str, pitch: int | None = None) -> list[AccessConflicts]:
@@ -134,12 +142,14 @@ def best_pad(kernel: KernelIR, buffer: str) -> int:
     buf = kernel.buffer(buffer)
     step = 16 // DTYPE_BYTES[buf.dtype]
     candidates = [p for p in PAD_CANDIDATES if p % step == 0]
-    return min(candidates, key=lambda p: (cost(kernel, buffer, buf.cols + p), p))
+    return min(candidates, key=lambda p: (cost(kernel, buffer, buf.line_length + p), p))
 
 
 def unpadded(kernel: KernelIR) -> KernelIR:
     """The same kernel with every A/B tile at its natural pitch, for before/after reports."""
     return replace(
         kernel,
-        buffers=tuple(replace(b, pitch=b.cols) if not b.per_warp else b for b in kernel.buffers),
+        buffers=tuple(
+            replace(b, pitch=b.line_length) if not b.per_warp else b for b in kernel.buffers
+        ),
     )

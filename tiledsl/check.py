@@ -142,11 +142,13 @@ def bank_rows(kernel: KernelIR) -> list[BankRow]:
     rows = []
     for name in tile_buffers(kernel):
         buf = kernel.buffer(name)
-        before = conflicts(kernel, name, buf.cols)
+        before = conflicts(kernel, name, buf.line_length)
         after = {a.what: a for a in conflicts(kernel, name, buf.pitch)}
         for a in before:
             b = after[a.what]
-            rows.append(BankRow(a.what, name, buf.cols, buf.pitch, a.ways, b.ways, a.instructions))
+            rows.append(
+                BankRow(a.what, name, buf.line_length, buf.pitch, a.ways, b.ways, a.instructions)
+            )
     return rows
 
 
@@ -217,7 +219,7 @@ def report(kernel: KernelIR, ptxas: PtxasReport | None = None, ptxas_note: str =
         rows = []
         for b in kernel.buffers:
             shape = f"{b.slots} x {b.rows} x {b.pitch}"
-            pad = f"{b.cols}+{b.pitch - b.cols}" if b.pitch != b.cols else ""
+            pad = f"{b.line_length}+{b.pitch - b.line_length}" if b.pitch != b.line_length else ""
             alias = getattr(b, "alias", None)
             holds = b.purpose + (f" (aliases {alias})" if alias else "")
             cells = [b.name, shape, b.dtype, pad, str(offsets[b.name]), str(b.size_bytes), holds]
@@ -370,7 +372,7 @@ def report(kernel: KernelIR, ptxas: PtxasReport | None = None, ptxas_note: str =
         )
         picks = ", ".join(f"{b[:-1]} {best_pad(kernel, b)}" for b in tile_buffers(kernel))
         have = ", ".join(
-            f"{b[:-1]} {kernel.buffer(b).pitch - kernel.buffer(b).cols}"
+            f"{b[:-1]} {kernel.buffer(b).pitch - kernel.buffer(b).line_length}"
             for b in tile_buffers(kernel)
         )
         out.append(f"    pad auto would pick: {picks} (this kernel: {have})")
@@ -388,7 +390,8 @@ def schedule_line(kernel: KernelIR) -> str:
     if s.stages >= 1:
         parts.append(f"copy {s.copy_mode} {s.copy_bytes}")
     pads = ", ".join(
-        f"{b[:-1]} {kernel.buffer(b).pitch - kernel.buffer(b).cols}" for b in tile_buffers(kernel)
+        f"{b[:-1]} {kernel.buffer(b).pitch - kernel.buffer(b).line_length}"
+        for b in tile_buffers(kernel)
     )
     if s.pad == "auto":
         parts.append(f"pad auto ({pads})" if pads else "pad auto")

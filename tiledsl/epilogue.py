@@ -38,21 +38,25 @@ def stage_epilogue(kernel: KernelIR) -> KernelIR:
     s = kernel.schedule
     acc = kernel.fragment("acc")
     rows, cols = acc.rows, acc.cols
+    layout = kernel.gemm.c.layout  # staged in C's own layout, so lanes copy contiguous runs
     buf = SharedBuffer(
         "Cs",
         acc.dtype,
         kernel.warp_count,
         rows,
         cols,
-        cols,
+        cols if layout == "row" else rows,
         "per-warp staging tile of C",
         s.loc("epilogue_via"),
         per_warp=True,
+        layout=layout,
     )
     slot = SharedTile(buf.name, WARP, (Const(0), Const(0)), rows, cols)
     c_dtype = kernel.gemm.c.dtype
     # A chunk is 16 bytes of the narrower side, so both sides stay vector-aligned.
-    vector = 16 // max(DTYPE_BYTES[c_dtype], DTYPE_BYTES[acc.dtype]) if cols * 4 % 16 == 0 else 1
+    line = buf.line_length
+    vector = 16 // max(DTYPE_BYTES[c_dtype], DTYPE_BYTES[acc.dtype]) if line * 4 % 16 == 0 else 1
+    axis = "cols" if layout == "row" else "rows"
     loc = s.loc("epilogue_via")
 
     def stage(stmt):
@@ -66,7 +70,7 @@ def stage_epilogue(kernel: KernelIR) -> KernelIR:
                     "RAW: the warp's fragment store to Cs must land before its lanes read Cs",
                     loc,
                 ),
-                Copy(stmt.dst, slot, vector, "warp", "sync", loc),
+                Copy(stmt.dst, slot, vector, "warp", "sync", loc, axis),
             )
         if (
             isinstance(stmt, LoadFrag)
@@ -74,7 +78,7 @@ def stage_epilogue(kernel: KernelIR) -> KernelIR:
             and stmt.src.operand == kernel.gemm.c.name
         ):
             return (
-                Copy(slot, stmt.src, vector, "warp", "sync", loc),
+                Copy(slot, stmt.src, vector, "warp", "sync", loc, axis),
                 Barrier(
                     "warp",
                     "RAW: the lanes' copy of C into Cs must land before the "

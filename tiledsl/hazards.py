@@ -145,8 +145,8 @@ class _Trace:
         slot = np.asarray(evaluate(tile.slot, self.env))
         r0 = np.asarray(evaluate(tile.offset[0], self.env))
         c0 = np.asarray(evaluate(tile.offset[1], self.env))
-        first = (slot * buf.rows + r0) * buf.pitch + c0
-        last = (slot * buf.rows + r0 + tile.rows - 1) * buf.pitch + c0 + tile.cols - 1
+        first = buf.element(slot, r0, c0)
+        last = buf.element(slot, r0 + tile.rows - 1, c0 + tile.cols - 1)
         base = self.offsets[buf.name]
         private = buf.per_warp and str(tile.slot) == "warp"
         a = _Access(

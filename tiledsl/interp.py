@@ -250,7 +250,7 @@ class _Interpreter:
                 or (slot >= buf.slots).any()
             ):
                 raise InterpreterError(f"{what} reaches outside shared buffer {buf.name}")
-            flat = (slot * buf.rows + r) * buf.pitch + c
+            flat = buf.element(slot, r, c)
             size = DTYPE_BYTES[buf.dtype]
             first = (self.offsets[buf.name] + flat * size) // UNIT
             units = (
@@ -298,11 +298,7 @@ class _Interpreter:
         data[flat] = values.astype(data.dtype)
 
     def _copy(self, blk: _Block, c: Copy) -> None:
-        row_vecs = c.src.cols // c.vector
-        v = np.arange(c.src.rows * row_vecs)
-        rows = (v // row_vecs)[:, None]
-        cols = ((v % row_vecs) * c.vector)[:, None] + np.arange(c.vector)[None, :]
-        rows = np.broadcast_to(rows, cols.shape)
+        rows, cols, v = copy_chunks(c)
         if c.by == "block":
             issuers = np.broadcast_to((v % self.threads)[:, None], cols.shape)[None]
         else:
@@ -316,6 +312,11 @@ class _Interpreter:
         issuers = np.broadcast_to(issuers, shape)
         for tile, flat in ((c.src, sflat), (c.dst, dflat)):
             self._check_alignment(tile, flat[..., 0], c.vector, text)
+            if c.vector > 1 and (np.diff(flat, axis=-1) != 1).any():
+                raise InterpreterError(
+                    f"{text}: a vector's elements are not contiguous "
+                    f"in {getattr(tile, 'buffer', None) or tile.operand}"
+                )
         if sunits is not None:
             sunits = np.broadcast_to(sunits, (*shape, *sunits.shape[len(shape) :]))
             self._not_in_flight(blk, sunits, c)
@@ -437,10 +438,28 @@ class _Interpreter:
             start = self.offsets[b.name]
             if start <= byte < start + b.size_bytes:
                 elem = (byte - start) // DTYPE_BYTES[b.dtype]
-                slot, rest = divmod(elem, b.rows * b.pitch)
+                slot, rest = divmod(elem, b.lines * b.pitch)
                 row, col = divmod(rest, b.pitch)
+                if b.layout == "col":
+                    row, col = col, row
                 places.append((f"{b.name}[" not in text, f"{b.name}[{slot}][{row}][{col}]"))
         return min(places)[1] if places else f"byte {byte}"
+
+
+def copy_chunks(c: Copy):
+    """(rows, cols, chunk ids): the elements each chunk of a copy moves, as the emitted
+    loop spreads them; chunk v goes to thread (or lane) v % workers."""
+    if c.axis == "cols":
+        per_line = c.src.cols // c.vector
+        v = np.arange(c.src.rows * per_line)
+        cols = ((v % per_line) * c.vector)[:, None] + np.arange(c.vector)[None, :]
+        rows = np.broadcast_to((v // per_line)[:, None], cols.shape)
+    else:
+        per_line = c.src.rows // c.vector
+        v = np.arange(c.src.cols * per_line)
+        rows = ((v % per_line) * c.vector)[:, None] + np.arange(c.vector)[None, :]
+        cols = np.broadcast_to((v // per_line)[:, None], rows.shape)
+    return rows, cols, v
 
 
 def _expand(issuers, units):

@@ -74,7 +74,12 @@ class FragRef:
 
 @dataclass(frozen=True)
 class SharedBuffer:
-    """`slots` tiles of rows x cols elements, each row `pitch` elements apart."""
+    """`slots` tiles of rows x cols elements.
+
+    `layout` row: each row is contiguous and rows are `pitch` elements apart;
+    `layout` col: each column is contiguous and columns are `pitch` elements apart
+    (a column-major operand's tile, copied along its contiguous axis).
+    """
 
     name: str
     dtype: str
@@ -85,11 +90,32 @@ class SharedBuffer:
     purpose: str  # what it holds, for the IR text and the emitted comment
     loc: Loc = field(default=NOWHERE, compare=False)
     per_warp: bool = False  # one slot per warp, indexed by `warp`
+    layout: str = "row"
     alias: str | None = None  # shares the bytes of this buffer (a union), e.g. Cs over As
 
     @property
+    def lines(self) -> int:
+        """Rows of a row-major tile, columns of a column-major one."""
+        return self.rows if self.layout == "row" else self.cols
+
+    @property
+    def line_length(self) -> int:
+        """Elements of one contiguous line: what `pitch` pads."""
+        return self.cols if self.layout == "row" else self.rows
+
+    @property
     def size_bytes(self) -> int:
-        return self.slots * self.rows * self.pitch * DTYPE_BYTES[self.dtype]
+        return self.slots * self.lines * self.pitch * DTYPE_BYTES[self.dtype]
+
+    def element(self, slot, row, col):
+        """Index (in elements from the buffer's start) of (row, col) of `slot`.
+
+        Works on index expressions and numpy arrays alike; every reader of shared
+        memory (emitter, interpreter, bank model, hazard analysis) goes through it.
+        """
+        if self.layout == "row":
+            return (slot * self.rows + row) * self.pitch + col
+        return (slot * self.cols + col) * self.pitch + row
 
 
 @dataclass(frozen=True)
@@ -133,6 +159,7 @@ class Copy:
     by: str  # "block" or "warp"
     mode: str = "sync"  # "sync" or "async"
     loc: Loc = field(default=NOWHERE, compare=False)
+    axis: str = "cols"  # vectors run along a row ("cols") or down a column ("rows")
 
 
 @dataclass(frozen=True)

@@ -61,8 +61,9 @@ def lower(analysis: Analysis) -> KernelIR:
     )
     a, b, acc = FragRef("a"), FragRef("b"), FragRef("acc")
     fragments = (
-        Fragment("a", "matrix_a", s.mma, g.a.dtype, "row"),
-        Fragment("b", "matrix_b", s.mma, g.b.dtype, "row"),
+        # A fragment reads its tile in the layout the operand is stored in.
+        Fragment("a", "matrix_a", s.mma, g.a.dtype, g.a.layout),
+        Fragment("b", "matrix_b", s.mma, g.b.dtype, g.b.layout),
         Fragment("acc", "accumulator", s.mma, s.accumulate, None),
     )
     k_steps = For(

@@ -48,7 +48,8 @@ def print_ir(kernel: KernelIR) -> str:
     ]
     for b in kernel.buffers:
         lines.append(
-            f"  shared   {b.name}: {b.dtype}[{b.slots}][{b.rows}][{b.cols}] pitch {b.pitch}"
+            f"  shared   {b.name}: {b.dtype}[{b.slots}][{b.rows}][{b.cols}] {b.layout} "
+            f"pitch {b.pitch}"
             f"  # {b.purpose}, {b.size_bytes} bytes"
         )
     for f in kernel.fragments:

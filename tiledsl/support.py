@@ -37,15 +37,6 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
             "the MUSA emitter",
             "compile for CUDA: `target cuda sm_90` or `--target cuda`",
         )
-    for op, want in ((g.a, "row"), (g.b, "row"), (g.c, "row")):
-        if op.layout != want:
-            errs.add(
-                op.loc,
-                f"{op.name} as the product reads it is {op.layout}-major; only "
-                "row-major A (M x K), B (K x N) and C (M x N) are built so far",
-                "transposed and column-major operands come with layout support; declare "
-                f"{op.name} row-major and index it in M, N, K order",
-            )
     for op in (g.a, g.b):
         if op.dtype != "f16" and op.dtype in t.mma_shapes:  # others are refused by analysis
             errs.add(

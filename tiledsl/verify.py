@@ -186,9 +186,10 @@ def verify(kernel: KernelIR, after: str = "lower") -> None:
     walk(kernel.body, frozenset())
     _check_fragment_alignment(kernel, errs)
     for b in kernel.buffers:
-        if b.pitch < b.cols or (b.pitch * DTYPE_BYTES[b.dtype]) % 16:
+        if b.pitch < b.line_length or (b.pitch * DTYPE_BYTES[b.dtype]) % 16:
             problem(
-                f"buffer {b.name}: pitch {b.pitch} must be ≥ {b.cols} and keep rows 16-byte aligned"
+                f"buffer {b.name}: pitch {b.pitch} must be ≥ {b.line_length} "
+                "and keep lines 16-byte aligned"
             )
     errs.raise_if_any()
 
@@ -250,7 +251,7 @@ def _check_fragment_alignment(kernel: KernelIR, errs: Collector) -> None:
         if isinstance(tile, SharedTile):
             buf = kernel.buffer(tile.buffer)
             size, ld = DTYPE_BYTES[buf.dtype], Const(buf.pitch)
-            element = (tile.slot * buf.rows + tile.offset[0]) * buf.pitch + tile.offset[1]
+            element = buf.element(tile.slot, tile.offset[0], tile.offset[1])
             base = offsets[buf.name]
         else:
             op = g.operand(tile.operand)

@@ -37,8 +37,8 @@ static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WA
 // stages 3 (line 15): 3 shared-memory slots of A and B; copies run 2 step(s) ahead of the compute (smem-tiling, multi-buffering)
 // copy async 16 (line 16): cp.async copies of 16-byte vectors, global -> shared
 // pad auto (line 17): rows padded by As 8, Bs 8 element(s): pitches below
-constexpr int AS_ROWS = 128, AS_PITCH = 72;  // block tile of A: 3 slot(s) of 128 x 64
-constexpr int BS_ROWS = 64, BS_PITCH = 136;  // block tile of B: 3 slot(s) of 64 x 128
+constexpr int AS_ROWS = 128, AS_PITCH = 72;  // block tile of A: 3 slot(s) of 128 x 64, row-major
+constexpr int BS_ROWS = 64, BS_PITCH = 136;  // block tile of B: 3 slot(s) of 64 x 128, row-major
 // swizzle grouped 8 (line 18): blocks walk GROUP_M block-rows at a time, so neighbours share A and B in L2
 constexpr int GROUP_M = 8;
 // sync minimal (line 19): the hazard analysis kept 1 barrier(s) and removed 0 (see --explain-sync)

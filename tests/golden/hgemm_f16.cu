@@ -18,9 +18,9 @@ static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WA
 // stages 1 (line 12): one shared-memory tile of A and B, loaded then computed (smem-tiling)
 // copy sync 16 (default): global -> shared copies move 16-byte vectors
 // pad none (line 13): unpadded: pitches below
-constexpr int AS_ROWS = 64, AS_PITCH = 32;  // block tile of A: 1 slot(s) of 64 x 32
-constexpr int BS_ROWS = 32, BS_PITCH = 128;  // block tile of B: 1 slot(s) of 32 x 128
-constexpr int CS_ROWS = 16, CS_PITCH = 16;  // per-warp staging tile of C, over the A/B tiles: 32 slot(s) of 16 x 16
+constexpr int AS_ROWS = 64, AS_PITCH = 32;  // block tile of A: 1 slot(s) of 64 x 32, row-major
+constexpr int BS_ROWS = 32, BS_PITCH = 128;  // block tile of B: 1 slot(s) of 32 x 128, row-major
+constexpr int CS_ROWS = 16, CS_PITCH = 16;  // per-warp staging tile of C, over the A/B tiles: 32 slot(s) of 16 x 16, row-major
 // swizzle none (line 14): block i computes tile (i / tiles_n, i % tiles_n)
 // sync all (line 15): every barrier the lowering placed is kept
 // load_order ab (default): A's tile is copied first

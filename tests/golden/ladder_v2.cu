@@ -18,8 +18,8 @@ static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WA
 // stages 1 (line 13): one shared-memory tile of A and B, loaded then computed (smem-tiling)
 // copy sync 16 (line 14): global -> shared copies move 16-byte vectors
 // pad none (line 15): unpadded: pitches below
-constexpr int AS_ROWS = 64, AS_PITCH = 32;  // block tile of A: 1 slot(s) of 64 x 32
-constexpr int BS_ROWS = 32, BS_PITCH = 64;  // block tile of B: 1 slot(s) of 32 x 64
+constexpr int AS_ROWS = 64, AS_PITCH = 32;  // block tile of A: 1 slot(s) of 64 x 32, row-major
+constexpr int BS_ROWS = 32, BS_PITCH = 64;  // block tile of B: 1 slot(s) of 32 x 64, row-major
 // swizzle none (line 16): block i computes tile (i / tiles_n, i % tiles_n)
 // sync all (line 17): every barrier the lowering placed is kept
 // load_order ab (default): A's tile is copied first

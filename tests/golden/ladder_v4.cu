@@ -37,8 +37,8 @@ static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WA
 // stages 2 (line 11): 2 shared-memory slots of A and B; copies run 1 step(s) ahead of the compute (smem-tiling, multi-buffering)
 // copy async 16 (line 12): cp.async copies of 16-byte vectors, global -> shared
 // pad none (line 13): unpadded: pitches below
-constexpr int AS_ROWS = 64, AS_PITCH = 32;  // block tile of A: 2 slot(s) of 64 x 32
-constexpr int BS_ROWS = 32, BS_PITCH = 64;  // block tile of B: 2 slot(s) of 32 x 64
+constexpr int AS_ROWS = 64, AS_PITCH = 32;  // block tile of A: 2 slot(s) of 64 x 32, row-major
+constexpr int BS_ROWS = 32, BS_PITCH = 64;  // block tile of B: 2 slot(s) of 32 x 64, row-major
 // swizzle none (line 14): block i computes tile (i / tiles_n, i % tiles_n)
 // sync all (line 15): every barrier the lowering placed is kept
 // load_order ab (default): A's tile is copied first

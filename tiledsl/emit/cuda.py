@@ -133,7 +133,7 @@ __device__ __forceinline__ void cp_async_wait() {
         if not tiled:
             padding = "unused: no shared-memory tiles of A and B"
         elif "padding" in k.passes:
-            pads = ", ".join(f"{b.name} {b.pitch - b.cols}" for b in tiles)
+            pads = ", ".join(f"{b.name} {b.pitch - b.line_length}" for b in tiles)
             padding = f"rows padded by {pads} element(s): pitches below"
         else:
             padding = "unpadded: pitches below" + (f"; padding {later}" if s.pad != "none" else "")
@@ -201,9 +201,10 @@ __device__ __forceinline__ void cp_async_wait() {
         ]
         for b in k.buffers:
             up = b.name.upper()
+            major = "ROWS" if b.layout == "row" else "COLS"
             out.append(
-                f"constexpr int {up}_ROWS = {b.rows}, {up}_PITCH = {b.pitch};  "
-                f"// {b.purpose}: {b.slots} slot(s) of {b.rows} x {b.cols}"
+                f"constexpr int {up}_{major} = {b.lines}, {up}_PITCH = {b.pitch};  "
+                f"// {b.purpose}: {b.slots} slot(s) of {b.rows} x {b.cols}, {b.layout}-major"
             )
         out += [
             self._directive(
@@ -278,9 +279,10 @@ __device__ __forceinline__ void cp_async_wait() {
                 up, ctype = b.name.upper(), C_TYPES[b.dtype]
                 off = buffer_offsets(k)[b.name]
                 out.append(f"// {b.name}: {b.purpose}, {b.size_bytes} bytes at byte {off}")
+                major = "ROWS" if b.layout == "row" else "COLS"
                 out.append(
-                    f"{ctype} (*{b.name})[{up}_ROWS][{up}_PITCH] = "
-                    f"reinterpret_cast<{ctype} (*)[{up}_ROWS][{up}_PITCH]>(smem + {off});"
+                    f"{ctype} (*{b.name})[{up}_{major}][{up}_PITCH] = "
+                    f"reinterpret_cast<{ctype} (*)[{up}_{major}][{up}_PITCH]>(smem + {off});"
                 )
         tiles = grid_vars(k)
         mapping = block_tile(k)
@@ -338,14 +340,17 @@ __device__ __forceinline__ void cp_async_wait() {
         if isinstance(s, LoadFrag):
             ptr, ld = self._address(k, s.src)
             layout = (
-                f", {w}::mem_row_major" if k.fragment(s.frag.name).role == "accumulator" else ""
+                f", {w}::mem_{self._layout(k, s.src)}_major"
+                if k.fragment(s.frag.name).role == "accumulator"
+                else ""
             )
             return [f"{w}::load_matrix_sync({s.frag}, {ptr}, {ld}{layout});"]
         if isinstance(s, Mma):
             return [f"{w}::mma_sync({s.acc}, {s.a}, {s.b}, {s.acc});"]
         if isinstance(s, StoreFrag):
             ptr, ld = self._address(k, s.dst)
-            return [f"{w}::store_matrix_sync({ptr}, {s.frag}, {ld}, {w}::mem_row_major);"]
+            layout = self._layout(k, s.dst)
+            return [f"{w}::store_matrix_sync({ptr}, {s.frag}, {ld}, {w}::mem_{layout}_major);"]
         if isinstance(s, Barrier):
             call = self.block_barrier if s.scope == "block" else self.warp_barrier
             return [f"{call}  // {s.reason}"]
@@ -369,15 +374,19 @@ __device__ __forceinline__ void cp_async_wait() {
     def _copy(self, k: KernelIR, c: Copy) -> list[str]:
         workers, first = ("THREADS", "threadIdx.x") if c.by == "block" else ("WARP_SIZE", "lane")
         src_t, dst_t = self._dtype(k, c.src), self._dtype(k, c.dst)
-        row_vecs = c.src.cols // c.vector
+        along_rows = c.axis == "cols"  # vectors along a row: chunks walk rows
+        line, lines = (c.src.cols, c.src.rows) if along_rows else (c.src.rows, c.src.cols)
+        row_vecs = line // c.vector
         who = f"all {k.threads} threads" if c.by == "block" else "the lanes of each warp"
         src_el, dst_el = self._element(k, c.src, "r", "c"), self._element(k, c.dst, "r", "c")
         lines = [
             f"// copy {c.src.rows}x{c.src.cols} {self._name(c.src)} -> {self._name(c.dst)}: "
             f"{c.vector}-element vectors, spread over {who}",
             "#pragma unroll",
-            f"for (int v = {first}; v < {c.src.rows * row_vecs}; v += {workers}) {{",
-            f"    const int r = v / {row_vecs}, c = v % {row_vecs} * {c.vector};",
+            f"for (int v = {first}; v < {lines * row_vecs}; v += {workers}) {{",
+            f"    const int r = v / {row_vecs}, c = v % {row_vecs} * {c.vector};"
+            if along_rows
+            else f"    const int c = v / {row_vecs}, r = v % {row_vecs} * {c.vector};",
         ]
         nbytes = c.vector * DTYPE_BYTES[src_t]
         if c.mode == "async":
@@ -407,6 +416,12 @@ __device__ __forceinline__ void cp_async_wait() {
         return k.gemm.operand(tile.operand).dtype
 
     @staticmethod
+    def _layout(k: KernelIR, tile: Tile) -> str:
+        if isinstance(tile, SharedTile):
+            return k.buffer(tile.buffer).layout
+        return k.gemm.operand(tile.operand).layout
+
+    @staticmethod
     def _name(tile: Tile) -> str:
         return tile.buffer if isinstance(tile, SharedTile) else tile.operand
 
@@ -415,6 +430,8 @@ __device__ __forceinline__ void cp_async_wait() {
         row = self._plus(self._e(tile.offset[0]), r)
         col = self._plus(self._e(tile.offset[1]), c)
         if isinstance(tile, SharedTile):
+            if k.buffer(tile.buffer).layout == "col":
+                return f"{tile.buffer}[{self._e(tile.slot)}][{col}][{row}]"
             return f"{tile.buffer}[{self._e(tile.slot)}][{row}][{col}]"
         op = k.gemm.operand(tile.operand)
         grow = self._plus(self._e(tile.origin[0]), row)

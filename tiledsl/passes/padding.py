@@ -20,6 +20,6 @@ def padding(kernel: KernelIR) -> KernelIR:
     for b in kernel.buffers:
         if b.name in pads:
             pad = best_pad(kernel, b.name) if s.pad == "auto" else pads[b.name]
-            b = replace(b, pitch=b.cols + pad)
+            b = replace(b, pitch=b.line_length + pad)
         buffers.append(b)
     return replace(kernel, buffers=tuple(buffers))

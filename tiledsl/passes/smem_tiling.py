@@ -74,8 +74,18 @@ def _tile_loop(loop: For, kernel: KernelIR, shapes: dict[str, tuple[int, int]]):
     for name in sorted(origins, key=lambda n: n != kernel.gemm.a.name):
         rows, cols = shapes[name]
         op = kernel.gemm.operand(name)
+        # The tile keeps the operand's layout, so copies run along its contiguous axis.
+        natural = cols if op.layout == "row" else rows
         buf = SharedBuffer(
-            name + "s", op.dtype, 1, rows, cols, cols, f"block tile of {name}", s.loc("stages")
+            name + "s",
+            op.dtype,
+            1,
+            rows,
+            cols,
+            natural,
+            f"block tile of {name}",
+            s.loc("stages"),
+            layout=op.layout,
         )
         buffers.append(buf)
         copies.append(
@@ -86,6 +96,7 @@ def _tile_loop(loop: For, kernel: KernelIR, shapes: dict[str, tuple[int, int]]):
                 "block",
                 "sync",
                 s.loc("copy"),
+                axis="cols" if op.layout == "row" else "rows",
             )
         )
     names = ", ".join(b.name for b in buffers)
