@@ -2,8 +2,8 @@
 
     python bench/ladder.py [--size 4096x4096x4096] [--out bench/results/ladder.json]
 
-Each rung is a .tile file under examples/ladder/ (v6, the seed's B-transposed
-rung, needs column-major operands, which are not built yet); the last row is
+Each rung is a .tile file under examples/ladder/ (v6 keeps B's tile as Bs[N][K],
+which tiledsl expresses with B stored N x K: see its comment); the last row is
 examples/hgemm.tile, the best schedule. Every result is checked with the exact
 oracle before its time counts; cuBLAS is timed in the same process on the same
 inputs. Prints a table and writes JSON.
@@ -28,6 +28,7 @@ RUNGS = [
     ("v3 warp coarsening 2x2", "examples/ladder/v3.tile"),
     ("v4 cp.async double buffer", "examples/ladder/v4.tile"),
     ("v5 padding", "examples/ladder/v5.tile"),
+    ("v6 Bs[N][K] (B given N x K)", "examples/ladder/v6.tile"),
     ("v7 128x128 block", "examples/ladder/v7.tile"),
     ("hgemm: 128x128x64, 3 stages", "examples/hgemm.tile"),
 ]
