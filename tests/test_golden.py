@@ -11,7 +11,10 @@ from tiledsl.printer import print_ir
 
 ROOT = Path(__file__).resolve().parent.parent
 
-CASES = ["ladder/v1", "ladder/v2", "ladder/v3", "ladder/v4", "ladder/v5", "ladder/v6", "hgemm", "hgemm_f16", "hgemm_nt"]
+CASES = [
+    "ladder/v1", "ladder/v2", "ladder/v3", "ladder/v4", "ladder/v5", "ladder/v6",
+    "hgemm", "hgemm_f16", "hgemm_nt",
+]
 
 
 @pytest.mark.parametrize("name", CASES)
