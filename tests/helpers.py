@@ -10,6 +10,7 @@ argparse raised SystemExit.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,15 @@ def example_id(path: Path) -> str:
 def example_params():
     """`EXAMPLES` as pytest params with readable ids (`ladder/v2.tile`)."""
     return [pytest.param(p, id=example_id(p)) for p in EXAMPLES]
+
+
+def cuda_example_params():
+    """The examples that compile to CUDA (MUSA ones are checked by tests/test_musa.py)."""
+    return [
+        pytest.param(p, id=example_id(p))
+        for p in EXAMPLES
+        if not re.search(r"^\s*target\s+musa", p.read_text(), re.M)
+    ]
 
 
 @dataclass
@@ -55,8 +65,9 @@ PRODUCT = "C[m, n] = A[m, k] * B[k, n]"
 BUILDABLE = ("block 64 x 64 x 32", "stages 1", "pad none", "swizzle none", "sync all")
 
 
-def kernel_text(*directives: str, name: str = "k", product: str = PRODUCT,
-                operands: tuple[str, ...] = OPERANDS) -> str:
+def kernel_text(
+    *directives: str, name: str = "k", product: str = PRODUCT, operands: tuple[str, ...] = OPERANDS
+) -> str:
     """`kernel NAME { ... }`: line 1 opens it, then operands, the product, the directives."""
     body = [*operands, product, *directives]
     return f"kernel {name} {{\n" + "".join(f"    {line}\n" for line in body) + "}\n"

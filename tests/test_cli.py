@@ -18,6 +18,7 @@ from helpers import (
     EXAMPLES,
     ROOT,
     cli,
+    cuda_example_params,
     example_params,
     kernel_text,
     line_of,
@@ -61,7 +62,7 @@ def assert_nothing_written(out: Path) -> None:
 # ---------------------------------------------------------------- compile: success
 
 
-@pytest.mark.parametrize("path", example_params())
+@pytest.mark.parametrize("path", cuda_example_params())
 def test_compile_prints_cuda_source(path: Path, capsys) -> None:
     r = cli(["compile", path], capsys)
     assert r.code == 0, r.err

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import EXAMPLES, example_params
+from helpers import EXAMPLES, cuda_example_params, example_params
 
 from tiledsl.driver import compile_file
 from tiledsl.errors import TileError
@@ -114,7 +114,7 @@ def test_interpreter_at_the_default_size(path: Path) -> None:
 
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-@pytest.mark.parametrize("path", example_params())
+@pytest.mark.parametrize("path", cuda_example_params())
 def test_nvcc_builds_it_without_spills(path: Path) -> None:
     from tiledsl.toolchain import compile_cubin
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import cli, example_params
+from helpers import cli, cuda_example_params
 
 from tiledsl.driver import compile_file
 from tiledsl.errors import TileError, ToolchainError
@@ -47,19 +47,19 @@ def run_each(path: Path, size_of, stop_after: str | None = None, repeat: int = 5
         assert_passed(report)
 
 
-@pytest.mark.parametrize("path", example_params())
+@pytest.mark.parametrize("path", cuda_example_params())
 def test_small_multiple_of_the_block_tile(path: Path) -> None:
     # 2 x 3 block tiles and 3 K steps: lopsided, so a swapped M / N or a dropped K step shows.
     run_each(path, default_cpu_size)
 
 
-@pytest.mark.parametrize("path", example_params())
+@pytest.mark.parametrize("path", cuda_example_params())
 def test_1024_cubed(path: Path) -> None:
     run_each(path, lambda kernel: LARGE)
 
 
 @pytest.mark.parametrize("stage", STAGE_NAMES)
-@pytest.mark.parametrize("path", example_params())
+@pytest.mark.parametrize("path", cuda_example_params())
 def test_every_stage_of_the_ladder(path: Path, stage: str) -> None:
     try:
         compile_file(path, stop_after=stage)
@@ -68,7 +68,7 @@ def test_every_stage_of_the_ladder(path: Path, stage: str) -> None:
     run_each(path, default_cpu_size, stop_after=stage, repeat=2)
 
 
-@pytest.mark.parametrize("path", example_params())
+@pytest.mark.parametrize("path", cuda_example_params())
 def test_cli_run_on_the_gpu(path: Path, capsys) -> None:
     r = cli(["run", path, "--size", "1024x1024x1024", "--seed", "5"], capsys)
     assert r.code == 0, r.out + r.err

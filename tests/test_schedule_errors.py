@@ -89,7 +89,6 @@ CASES = {
         edit("    sync    all\n", "    sync    all\n    target  musa mp_22\n"),
         [
             (6, 5, "4 x 4 warps of 128 threads = 2048 threads per block; musa mp_22 allows 1024"),
-            (12, 5, "target musa mp_22 is not built yet: it needs the MUSA emitter"),
         ],
     ),
     "shared memory over the limit": (

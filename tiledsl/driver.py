@@ -66,6 +66,15 @@ def analyze_program(program: Program, target: str | None = None) -> list[Analysi
         if analysis is not None:
             refuse_unbuilt(analysis, errs)
             analyses.append(analysis)
+    for a in analyses[1:]:
+        if a.target.vendor != analyses[0].target.vendor:
+            errs.add(
+                a.schedule.loc("target"),
+                f"kernel '{a.name}' is for {a.target.vendor} but "
+                f"'{analyses[0].name}' is for {analyses[0].target.vendor}: one file is one "
+                "source file",
+                "put kernels of different vendors in files of their own",
+            )
     errs.raise_if_any(program.source)
     return analyses
 

@@ -105,10 +105,16 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
             f"unknown epilogue_via '{s.epilogue_via}'",
             "write `epilogue_via direct` or `epilogue_via shared`",
         )
-    if s.attributes:
-        refuse(
-            "attributes",
-            "kernel attributes",
-            "MUSA attributes, with the MUSA emitter",
-            "drop the attributes directive for CUDA",
+    if s.attributes and t.vendor != "musa":
+        errs.add(
+            s.loc("attributes"),
+            f"{t.name} takes no kernel attributes",
+            "the `attributes` directive passes MUSA's mtgpu_* attributes; drop it for CUDA",
+        )
+    if s.copy_mode == "async" and not t.has_cp_async:
+        errs.add(
+            s.loc("copy"),
+            f"{t.name} has no asynchronous global -> shared copy (cp.async)",
+            "write `copy sync 8` (the S4000 seed found MUSA's __pipeline_memcpy_async no "
+            "faster than plain copies)",
         )

@@ -48,7 +48,8 @@ constexpr int GROUP_M = 8;
 // target cuda sm_90 (line 20): 32-thread warps
 }  // namespace hgemm_schedule
 
-extern "C" __global__ void __launch_bounds__(hgemm_schedule::THREADS, 1)
+extern "C" __global__
+void __launch_bounds__(hgemm_schedule::THREADS, 1)
 hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ C, int M, int N, int K)
 {
     using namespace hgemm_schedule;

@@ -29,7 +29,8 @@ constexpr int CS_ROWS = 16, CS_PITCH = 16;  // per-warp staging tile of C, over 
 // target cuda sm_90 (default): 32-thread warps
 }  // namespace hgemm_f16_schedule
 
-extern "C" __global__ void __launch_bounds__(hgemm_f16_schedule::THREADS, 1)
+extern "C" __global__
+void __launch_bounds__(hgemm_f16_schedule::THREADS, 1)
 hgemm_f16(const half* __restrict__ A, const half* __restrict__ B, half* __restrict__ C, int M, int N, int K)
 {
     using namespace hgemm_f16_schedule;

@@ -26,7 +26,8 @@ static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WA
 // target cuda sm_90 (line 16): 32-thread warps
 }  // namespace hgemm_v1_schedule
 
-extern "C" __global__ void __launch_bounds__(hgemm_v1_schedule::THREADS, 1)
+extern "C" __global__
+void __launch_bounds__(hgemm_v1_schedule::THREADS, 1)
 hgemm_v1(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ C, int M, int N, int K)
 {
     using namespace hgemm_v1_schedule;

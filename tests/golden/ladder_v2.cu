@@ -28,7 +28,8 @@ constexpr int BS_ROWS = 32, BS_PITCH = 64;  // block tile of B: 1 slot(s) of 32 
 // target cuda sm_90 (line 18): 32-thread warps
 }  // namespace hgemm_v2_schedule
 
-extern "C" __global__ void __launch_bounds__(hgemm_v2_schedule::THREADS, 1)
+extern "C" __global__
+void __launch_bounds__(hgemm_v2_schedule::THREADS, 1)
 hgemm_v2(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ C, int M, int N, int K)
 {
     using namespace hgemm_v2_schedule;

@@ -47,7 +47,8 @@ constexpr int BS_ROWS = 32, BS_PITCH = 72;  // block tile of B: 2 slot(s) of 32 
 // target cuda sm_90 (line 16): 32-thread warps
 }  // namespace hgemm_v5_schedule
 
-extern "C" __global__ void __launch_bounds__(hgemm_v5_schedule::THREADS, 1)
+extern "C" __global__
+void __launch_bounds__(hgemm_v5_schedule::THREADS, 1)
 hgemm_v5(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ C, int M, int N, int K)
 {
     using namespace hgemm_v5_schedule;

@@ -47,7 +47,8 @@ constexpr int BS_COLS = 64, BS_PITCH = 40;  // block tile of B: 2 slot(s) of 32 
 // target cuda sm_90 (line 19): 32-thread warps
 }  // namespace hgemm_v6_schedule
 
-extern "C" __global__ void __launch_bounds__(hgemm_v6_schedule::THREADS, 1)
+extern "C" __global__
+void __launch_bounds__(hgemm_v6_schedule::THREADS, 1)
 hgemm_v6(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ C, int M, int N, int K)
 {
     using namespace hgemm_v6_schedule;

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from ..ir import KernelIR
 from .cuda import CudaEmitter
+from .musa import MusaEmitter
 
 
 def emit(kernels: tuple[KernelIR, ...], source_name: str) -> str:
-    return CudaEmitter(source_name).emit_module(kernels)
+    vendor = kernels[0].target.vendor if kernels else "cuda"
+    emitter = MusaEmitter if vendor == "musa" else CudaEmitter
+    return emitter(source_name).emit_module(kernels)

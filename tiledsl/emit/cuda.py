@@ -100,7 +100,12 @@ __device__ __forceinline__ void cp_async_wait() {
         body += self._stmts(k, k.body)
         lines += ["    " + x if x else "" for x in body]
         lines.append("}")
+        lines += self._host_launcher(k)
         return "\n".join(lines)
+
+    def _host_launcher(self, k: KernelIR) -> list[str]:
+        """CUDA: none (CuPy launches from the launch description); MUSA overrides."""
+        return []
 
     # ------------------------------------------------------------ declarations
     def _constants(self, k: KernelIR) -> list[str]:
@@ -241,6 +246,15 @@ __device__ __forceinline__ void cp_async_wait() {
                 s, "target", f"target {k.target.name}", f"{k.target.warp_width}-thread warps"
             ),
         ]
+        if s.attributes:
+            out.append(
+                self._directive(
+                    s,
+                    "attributes",
+                    "attributes " + ", ".join(s.attributes),
+                    "passed to the kernel as __attribute__((...))",
+                )
+            )
         return out
 
     @staticmethod
@@ -266,10 +280,15 @@ __device__ __forceinline__ void cp_async_wait() {
             )
         # (THREADS, 1): with the thread count alone ptxas 13.0 capped registers low enough
         # to spill on sm_90; one resident block per SM is the floor we ask for.
+        attributes = "".join(f"\n{a}" for a in self._kernel_attributes(k))
         return [
-            f'extern "C" __global__ void __launch_bounds__({k.name}_schedule::THREADS, 1)',
+            f'extern "C" __global__{attributes}',
+            f"void __launch_bounds__({k.name}_schedule::THREADS, 1)",
             f"{k.name}({', '.join(params)})",
         ]
+
+    def _kernel_attributes(self, k: KernelIR) -> list[str]:
+        return []
 
     def _prologue(self, k: KernelIR) -> list[str]:
         out = []

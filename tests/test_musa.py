@@ -1,0 +1,96 @@
+"""MUSA output: the S4000 seed's schedule, checked by the interpreter (128-thread warps)
+and type-checked by a real C++ front end against a declaration-only MUSA header
+(tests/musa_api/). It is not run: there is no MUSA hardware here."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tiledsl.driver import compile_file, compile_source
+from tiledsl.errors import TileError
+from tiledsl.run import default_cpu_size, run_cpu
+
+ROOT = Path(__file__).resolve().parent.parent
+S4000 = ROOT / "examples" / "s4000.tile"
+CLANG = shutil.which("clang++")
+
+
+def test_s4000_is_exact_with_128_thread_warps():
+    kernel = compile_file(S4000).kernels[0]
+    assert kernel.target.warp_width == 128 and kernel.threads == 1024
+    assert kernel.warps == (2, 4)
+    report = run_cpu(kernel, default_cpu_size(kernel), seed=4)
+    assert report.ok, report.render()
+
+
+def test_s4000_source_has_the_seeds_form(golden):
+    source = compile_file(S4000).source
+    golden("s4000.mu", source)
+    for piece in (
+        "#include <musa_runtime.h>",
+        "#include <musa_fp16.h>",
+        "#define __MUSA_INCLUDE_COMPILER_INTERNAL_HEADERS__",
+        "#include <crt/mma.h>",
+        "namespace wmma = mtmusa::wmma;",
+        "__attribute__((mtgpu_tiny_offset))",
+        "__launch_bounds__(s4000_schedule::THREADS, 1)",
+        "__restrict__",
+        'extern "C" void s4000_launch(',
+        "musaDeviceSynchronize();",
+        "wmma::col_major",
+        "wmma::mem_col_major",
+    ):
+        assert piece in source, piece
+    assert "__syncwarp" not in source.replace("no __syncwarp", "")
+
+
+@pytest.mark.skipif(CLANG is None, reason="clang++ is not installed (Debian package clang)")
+def test_s4000_type_checks_against_the_musa_api(tmp_path):
+    path = tmp_path / "s4000.mu"
+    path.write_text(compile_file(S4000).source)
+    cmd = [
+        CLANG,
+        "-x",
+        "cuda",
+        "--cuda-host-only",
+        "-nocudainc",
+        "-nocudalib",
+        "-fsyntax-only",
+        "-std=c++17",
+        "-Wno-unknown-attributes",
+        "-Wno-unknown-cuda-version",
+        "-I",
+        str(ROOT / "tests" / "musa_api"),
+        str(path),
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    broken = path.read_text().replace("wmma::mma_sync(", "wmma::mma_sink(")
+    path.write_text(broken)
+    assert subprocess.run(cmd, capture_output=True, text=True).returncode != 0
+
+
+def test_musa_refuses_what_it_lacks():
+    text = (
+        S4000.read_text()
+        .replace("stages     1", "stages     2")
+        .replace("copy       sync 8", "copy       async 16")
+    )
+    with pytest.raises(TileError) as info:
+        compile_source(text, "s.tile")
+    assert info.value.first.message == (
+        "musa mp_22 has no asynchronous global -> shared copy (cp.async)"
+    )
+    cuda = (
+        (ROOT / "examples" / "hgemm.tile")
+        .read_text()
+        .replace(
+            "    target  cuda sm_90\n", "    target  cuda sm_90\n    attributes mtgpu_tiny_offset\n"
+        )
+    )
+    with pytest.raises(TileError, match="cuda sm_90 takes no kernel attributes"):
+        compile_source(cuda, "h.tile")

@@ -1,0 +1,58 @@
+"""IR -> MUSA C++ (Moore Threads, mtmusa::wmma), differing from CUDA only where MUSA does.
+
+The form follows the S4000 seed's final kernel: `musa_runtime.h` and `musa_fp16.h`,
+`crt/mma.h` through `__MUSA_INCLUDE_COMPILER_INTERNAL_HEADERS__`, the `attributes`
+directive's `mtgpu_*` names as `__attribute__((…))`, `__launch_bounds__`, `__restrict__`
+pointers, and an `extern "C"` host launcher that sets up the grid and calls
+`musaDeviceSynchronize`. Warps are 128 threads wide (the target's warp width, which
+the whole IR already carries). MUSA output is checked by the interpreter and by a C++
+front end against a declaration-only header; it is not run here (no MUSA hardware).
+"""
+
+from __future__ import annotations
+
+from ..expr import to_c
+from ..ir import KernelIR
+from ..launch import launch_of
+from .cuda import CudaEmitter
+
+
+class MusaEmitter(CudaEmitter):
+    headers = (
+        "#include <musa_runtime.h>",
+        "#include <musa_fp16.h>",
+        "#define __MUSA_INCLUDE_COMPILER_INTERNAL_HEADERS__",
+        "#include <crt/mma.h>",
+        "#undef __MUSA_INCLUDE_COMPILER_INTERNAL_HEADERS__",
+        "",
+        "namespace wmma = mtmusa::wmma;",
+    )
+    # MUSA documents no __syncwarp; a block barrier also orders one warp's lanes, and
+    # every tiledsl warp barrier sits where all warps of the block reach it.
+    warp_barrier = "__syncthreads();  /* MUSA: no __syncwarp */"
+
+    def _kernel_attributes(self, k: KernelIR) -> list[str]:
+        return [f"__attribute__(({name}))" for name in k.schedule.attributes]
+
+    def _host_launcher(self, k: KernelIR) -> list[str]:
+        launch = launch_of(k)
+        params = ", ".join(f"{ctype} {name}" for name, ctype in launch.args)
+        args = ", ".join(name for name, _ in launch.args)
+        out = [
+            "",
+            f"// Host launcher: grid, block and shared memory of {k.name}, then a sync.",
+            f'extern "C" void {k.name}_launch({params})',
+            "{",
+            f"    const int blocks = {to_c(launch.grid, named=False)};",
+        ]
+        if launch.smem_bytes > 48 * 1024:
+            out.append(
+                f"    musaFuncSetAttribute({k.name}, "
+                f"musaFuncAttributeMaxDynamicSharedMemorySize, {launch.smem_bytes});"
+            )
+        out += [
+            f"    {k.name}<<<blocks, {k.threads}, {launch.smem_bytes}>>>({args});",
+            "    musaDeviceSynchronize();",
+            "}",
+        ]
+        return out
