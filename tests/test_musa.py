@@ -94,3 +94,23 @@ def test_musa_refuses_what_it_lacks():
     )
     with pytest.raises(TileError, match="cuda sm_90 takes no kernel attributes"):
         compile_source(cuda, "h.tile")
+
+
+def test_mp22_register_limit_is_a_located_error():
+    """MP_22 gives a thread 256 registers only up to 512 threads per block, 128 at 1024."""
+    text = S4000.read_text().replace("256 x 256 x 64", "512 x 256 x 64").replace(
+        "coarsen    4 x 2", "coarsen    4 x 4")
+    with pytest.raises(TileError) as info:
+        compile_source(text, "s.tile")
+    d = info.value.first
+    assert (d.loc.line, d.loc.col) == (15, 5)  # the coarsen directive
+    assert d.message == ("4 x 4 fragments per warp need at least 148 registers per thread for "
+                         "fragments alone; musa mp_22 allows 128 at 1024 threads per block")
+
+
+def test_mp31_is_refused_as_unmodelled():
+    text = S4000.read_text().replace("target     musa mp_22", "target     musa mp_31")
+    with pytest.raises(TileError) as info:
+        compile_source(text, "s.tile")
+    messages = [d.message for d in info.value.diagnostics]
+    assert any(m.startswith("target musa mp_31 is not modelled") for m in messages), messages

@@ -134,6 +134,8 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
             f"{threads} threads per block; {target.name} allows {target.max_threads_per_block}",
             "use a smaller block tile, or give each warp several fragments (`coarsen 2 x 2`)",
         )
+    else:
+        _check_registers(sched, target, threads, errs)
     if gemm is not None and sched.stages >= 1:
         _check_copy_width(sched, gemm, errs)
     if gemm is not None:
@@ -175,3 +177,26 @@ _BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 
 def _largest_divisor(nbytes: int) -> int:
     return next(w for w in (16, 8, 4, 2) if nbytes % w == 0)
+
+
+def fragment_registers(sched: Schedule, warp_width: int) -> int:
+    """Registers per thread for fragments, the S4000 seed's way: one 32-bit register per
+    element of the accumulators, one A fragment and a row of CN B fragments per warp
+    (B loaded once per step, A reloaded per row), spread over the warp's lanes."""
+    m, n, k = sched.mma
+    cm, cn = sched.coarsen
+    per_warp = cm * cn * m * n + m * k + cn * k * n
+    return -(-per_warp // warp_width)
+
+
+def _check_registers(sched: Schedule, target: Target, threads: int, errs: Collector) -> None:
+    needed = fragment_registers(sched, target.warp_width)
+    allowed = target.registers_per_thread(threads)
+    if needed > allowed:
+        cm, cn = sched.coarsen
+        errs.add(
+            sched.loc("coarsen"),
+            f"{cm} x {cn} fragments per warp need at least {needed} registers per thread for "
+            f"fragments alone; {target.name} allows {allowed} at {threads} threads per block",
+            "coarsen less, or use fewer threads per block",
+        )

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from . import syntax as S
 from .errors import Collector, Loc
-from .targets import DEFAULT_TARGET, TARGETS, parse_target_name
+from .targets import DEFAULT_TARGET, TARGETS, UNMODELLED, parse_target_name
 
 
 @dataclass(frozen=True)
@@ -201,6 +201,13 @@ def _read_epilogue(d, errs):
 def _read_target(d, errs):
     text = " ".join(str(a) for a in d.args)
     key = parse_target_name(text)
+    if key is None and " ".join(text.split()) in UNMODELLED:
+        errs.add(
+            d.loc,
+            f"target {text} is not modelled: {UNMODELLED[' '.join(text.split())]}",
+            "use `target musa mp_22` (the S4000) or a CUDA target",
+        )
+        return {}
     if key is None:
         errs.add(
             d.loc,

@@ -30,6 +30,16 @@ class Target:
     has_cp_async: bool
     emitter_built: bool  # whether `tiledsl compile` can write source for it yet
 
+    def registers_per_thread(self, threads: int) -> int:
+        """The most registers a thread may hold in a block of `threads` threads.
+
+        MUSA MP_22 (the S4000 seed): 256 only at ≤ 512 threads per block, 128 at 1024.
+        NVIDIA: 255, and no more than the multiprocessor's file spread over the block.
+        """
+        if self.vendor == "musa":
+            return self.max_registers_per_thread if threads <= 512 else 128
+        return min(self.max_registers_per_thread, self.registers_per_sm // max(threads, 1))
+
     @property
     def name(self) -> str:
         return f"{self.vendor} {self.arch}"
@@ -100,6 +110,9 @@ TARGETS: dict[str, Target] = {
 }
 
 DEFAULT_TARGET = "cuda sm_90"
+
+#: Architectures known by name whose limits are not documented where we could read them.
+UNMODELLED = {"musa mp_31": "its limits are not documented in the S4000 seed or elsewhere here"}
 
 
 def parse_target_name(text: str) -> str | None:
