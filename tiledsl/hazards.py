@@ -87,17 +87,7 @@ class _Trace:
         self.k = kernel
         self.offsets = buffer_offsets(kernel)
         bm, bn, bk = kernel.schedule.block
-        warp = np.arange(kernel.warp_count)
-        self.env = {
-            "M": bm,
-            "N": bn,
-            "K": steps * bk,
-            "bm": 0,
-            "bn": 0,
-            "warp": warp,
-            "wm": warp // kernel.warps[1],
-            "wn": warp % kernel.warps[1],
-        }
+        self.env = {"M": bm, "N": bn, "K": steps * bk, "bm": 0, "bn": 0, **kernel.warp_coords()}
         self.pos = 0
         self.accesses: list[_Access] = []
         self.barriers: list[tuple[int, Barrier]] = []

@@ -125,8 +125,7 @@ class _Interpreter:
         self.arena_bytes = max(
             [self.offsets[b.name] + b.size_bytes for b in kernel.buffers], default=0
         )
-        warp = np.arange(self.nwarps)
-        self.warp_env = {"warp": warp, "wm": warp // kernel.warps[1], "wn": warp % kernel.warps[1]}
+        self.warp_env = kernel.warp_coords()
 
     def run(self) -> Stats:
         grid = {name: int(evaluate(e, self.sizes)) for name, e in grid_vars(self.k).items()}

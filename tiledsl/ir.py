@@ -248,6 +248,14 @@ class KernelIR:
         offsets = buffer_offsets(self)
         return max((_aligned(offsets[b.name] + b.size_bytes) for b in self.buffers), default=0)
 
+    def warp_coords(self) -> dict:
+        """`warp`, `wm`, `wn` of every warp of a block, as numpy arrays (as the emitted
+        prologue computes them: wm = warp / WARPS_N, wn = warp % WARPS_N)."""
+        import numpy as np
+
+        warp = np.arange(self.warp_count)
+        return {"warp": warp, "wm": warp // self.warps[1], "wn": warp % self.warps[1]}
+
     def buffer(self, name: str) -> SharedBuffer:
         for b in self.buffers:
             if b.name == name:

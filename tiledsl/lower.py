@@ -23,13 +23,13 @@ from .analysis import Analysis
 from .epilogue import stage_epilogue
 from .expr import Const, Var, ceil_div
 from .ir import Fill, For, Fragment, FragRef, GlobalTile, KernelIR, LoadFrag, Mma, StoreFrag
+from .schedule import Schedule
 
 BM_VAR, BN_VAR, WM_VAR, WN_VAR = Var("bm"), Var("bn"), Var("wm"), Var("wn")
 
 
-def named_constants(analysis: Analysis) -> dict[str, Const]:
+def named_constants(s: Schedule) -> dict[str, Const]:
     """The schedule's numbers under the names the emitted code declares them by."""
-    s = analysis.schedule
     (bm, bn, bk), (mm, mn, mk) = s.block, s.mma
     return {
         "BM": Const(bm, "BM"),
@@ -43,7 +43,7 @@ def named_constants(analysis: Analysis) -> dict[str, Const]:
 
 def lower(analysis: Analysis) -> KernelIR:
     g, s = analysis.gemm, analysis.schedule
-    c = named_constants(analysis)
+    c = named_constants(s)
     kt, kk = Var("kt"), Var("kk")
     mm, mn, mk = s.mma
     a_tile = GlobalTile(

@@ -14,7 +14,6 @@ Only the kernel decides the text: no addresses, no dict ordering, no salted hash
 
 from __future__ import annotations
 
-from .analysis import Analysis
 from .expr import Expr, to_c
 from .ir import (
     AsyncCommit,
@@ -37,7 +36,7 @@ from .lower import named_constants
 
 def print_ir(kernel: KernelIR) -> str:
     g, s, t = kernel.gemm, kernel.schedule, kernel.target
-    consts = named_constants(Analysis(kernel.name, g, s, t))
+    consts = named_constants(s)
     lines = [
         f"kernel {kernel.name} ({t.name}, {t.warp_width}-thread warps)",
         f"  gemm     {g.text}",

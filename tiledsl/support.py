@@ -21,22 +21,9 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
     def refuse(directive: str, what: str, builds: str, fix: str) -> None:
         if directive in s.invalid:
             return  # its value was already refused; the default standing in is not the user's
-        if directive in s.written:
-            errs.add(s.loc(directive), f"{what} is not built yet: it needs {builds}", fix)
-        else:
-            errs.add(
-                s.loc(directive),
-                f"'{directive}' defaults to {what}, which is not built yet: it needs {builds}",
-                fix,
-            )
+        # s.loc falls back to the kernel's name for a default the user did not write.
+        errs.add(s.loc(directive), f"{what} is not built yet: it needs {builds}", fix)
 
-    if not t.emitter_built:
-        refuse(
-            "target",
-            f"target {t.name}" + (" (from --target)" if s.target_from_command_line else ""),
-            "the MUSA emitter",
-            "compile for CUDA: `target cuda sm_90` or `--target cuda`",
-        )
     for op in (g.a, g.b):
         if op.dtype != "f16" and op.dtype in t.mma_shapes:  # others are refused by analysis
             errs.add(

@@ -28,7 +28,6 @@ class Target:
     smem_per_sm: int
     mma_shapes: dict[str, tuple[Shape, ...]]  # input dtype -> fragment shapes (M, N, K)
     has_cp_async: bool
-    emitter_built: bool  # whether `tiledsl compile` can write source for it yet
 
     def registers_per_thread(self, threads: int) -> int:
         """The most registers a thread may hold in a block of `threads` threads.
@@ -63,7 +62,6 @@ TARGETS: dict[str, Target] = {
         167936,
         {"f16": _WMMA_F16, "bf16": _WMMA_F16},
         True,
-        True,
     ),
     "cuda sm_90": Target(
         "cuda",
@@ -76,7 +74,6 @@ TARGETS: dict[str, Target] = {
         232448,
         233472,
         {"f16": _WMMA_F16, "bf16": _WMMA_F16},
-        True,
         True,
     ),
     "cuda sm_120": Target(
@@ -91,7 +88,6 @@ TARGETS: dict[str, Target] = {
         102400,
         {"f16": _WMMA_F16, "bf16": _WMMA_F16},
         True,
-        True,
     ),
     "musa mp_22": Target(
         "musa",
@@ -105,7 +101,6 @@ TARGETS: dict[str, Target] = {
         73728,
         {"f16": ((16, 8, 8), (16, 16, 8), (16, 16, 16), (32, 32, 16))},
         False,
-        True,
     ),
 }
 

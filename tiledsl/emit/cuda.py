@@ -9,7 +9,6 @@ that its default applies) and what it did to the code.
 from __future__ import annotations
 
 from .. import __version__
-from ..analysis import Analysis
 from ..expr import Expr, to_c
 from ..grid import block_tile, grid_vars
 from ..ir import (
@@ -110,7 +109,7 @@ __device__ __forceinline__ void cp_async_wait() {
     # ------------------------------------------------------------ declarations
     def _constants(self, k: KernelIR) -> list[str]:
         s = k.schedule
-        consts = named_constants(Analysis(k.name, k.gemm, s, k.target))
+        consts = named_constants(s)
         (mm, mn, mk) = s.mma
         tiled = "smem-tiling" in k.passes
         piped = "multi-buffering" in k.passes

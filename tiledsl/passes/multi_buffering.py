@@ -50,15 +50,13 @@ def multi_buffering(kernel: KernelIR) -> KernelIR:
             body.extend(_pipeline(stmt, stages, is_async, kernel))
         else:
             body.append(stmt)
-    staged = {c.dst.buffer for c in _copies(kernel.body)}
+    staged = {
+        s.dst.buffer
+        for s in walk(kernel.body)
+        if isinstance(s, Copy) and s.by == "block" and isinstance(s.dst, SharedTile)
+    }
     buffers = tuple(replace(b, slots=stages) if b.name in staged else b for b in kernel.buffers)
     return replace(kernel, body=tuple(body), buffers=buffers)
-
-
-def _copies(body):
-    for stmt in walk(body):
-        if isinstance(stmt, Copy) and stmt.by == "block" and isinstance(stmt.dst, SharedTile):
-            yield stmt
 
 
 def _pipeline(loop: For, stages: int, is_async: bool, kernel: KernelIR):
