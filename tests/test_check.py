@@ -56,7 +56,7 @@ def bank_ways(out: str, access: str) -> tuple[int, int]:
 
 
 def limit_rows(out: str) -> dict[str, list[str]]:
-    names = ("threads", "shared memory", "registers")
+    names = ("threads", "shared memory", "registers", "blocks")
     lines = section(out, "blocks per multiprocessor").splitlines()
     return {c[0]: c for c in map(cells, lines) if c[0] in names}
 
@@ -137,13 +137,18 @@ def test_hgemm_shared_memory_is_the_compiled_kernels(capsys, no_nvcc) -> None:
     ]
 
 
-def test_hgemm_register_estimate_is_the_seeds_method(capsys, no_nvcc) -> None:
+def test_hgemm_register_estimate_seed_and_declared(capsys, no_nvcc) -> None:
     out = cli(["check", HGEMM], capsys).out
-    # acc 4 x 4, a 4 x 1, b 1 x 4 fragments of 16 x 16 elements, over 32 lanes
+    # declared: acc 4 x 4, a 4 x 1, b 1 x 4 fragments of 16 x 16 elements, over 32 lanes;
+    # the seed's count keeps one A fragment live instead of four
     assert (4 * 4 + 4 + 4) * 256 // 32 == 192
-    assert "registers per thread, ESTIMATE" in out
-    assert "estimate: 192 registers per thread, 24576 per block" in out
-    assert row(out, "acc")[-2:] == ["4096", "128"]
+    assert (4 * 4 + 1 + 4) * 256 // 32 == 168
+    assert "registers, ESTIMATE" in out
+    assert "seed's method: 168 registers per thread, 21504 per block" in out
+    assert "this kernel:   192 registers per thread, 24576 per block" in out
+    assert row(out, "acc")[-2:] == ["4096", "4096"]
+    assert row(out, "a")[-2:] == ["1024", "256"]
+    assert ["total", "6144", "5376"] in [cells(line) for line in out.splitlines()]
     assert "ptxas: nvcc is not on PATH" in out
     assert "ptxas (sm_90)" not in out
 
@@ -154,7 +159,8 @@ def test_hgemm_blocks_per_sm_and_the_binding_limit(capsys, no_nvcc) -> None:
     assert limits["threads"][1:4] == ["2048", "128", "16"]
     assert limits["shared memory"][3] == str(233472 // 107520) == "2"
     assert limits["registers"][1:4] == ["65536", str(192 * 128), "2"]
-    assert limits["registers"][4] == "estimate: 192/thread"
+    assert limits["registers"][4] == "this kernel's estimate: 192/thread"
+    assert limits["blocks"][1:4] == ["32", "1", "32"]  # sm_90: 32 resident blocks per SM
     bound = [name for name, c in limits.items() if c[-1] == "<- binds"]
     assert bound == ["shared memory", "registers"]
     assert "=> 2 blocks per multiprocessor, 8 of 64 warps (12%); " in out
@@ -175,12 +181,14 @@ def test_occupancy_rounds_registers_to_the_allocation_unit() -> None:
 def test_register_estimate_counts_every_fragment_element_once() -> None:
     kernel = compile_file(V4).kernels[0]
     est = register_estimate(kernel)
-    assert [(f.name, f.elements, f.per_thread) for f in est.fragments] == [
-        ("a", 512, 16),
-        ("b", 512, 16),
-        ("acc", 1024, 32),
+    # (name, declared elements per warp, the seed's live elements per warp)
+    assert [(f.name, f.elements, f.live) for f in est.fragments] == [
+        ("a", 512, 256),
+        ("b", 512, 512),
+        ("acc", 1024, 1024),
     ]
-    assert est.per_thread == 64 and est.per_block == 64 * 128
+    assert est.declared_per_thread == 64 and est.declared_per_block == 64 * 128
+    assert est.seed_per_thread == 56 and est.seed_per_block == 56 * 128
 
 
 @needs_nvcc
@@ -194,7 +202,7 @@ def test_ptxas_registers_beside_the_estimate(capsys) -> None:
     r = cli(["check", HGEMM], capsys)
     assert r.code == 0, r.err
     assert f"ptxas (sm_90): {real.registers} registers per thread" in r.out
-    assert "estimate: 192 registers per thread" in r.out
+    assert "this kernel:   192 registers per thread" in r.out
     regs = limit_rows(r.out)["registers"]
     assert regs[4].startswith(f"ptxas: {real.registers}/thread")
     rounded = -(-real.registers // 8) * 8

@@ -48,10 +48,20 @@ def test_s4000_source_has_the_seeds_form(golden):
     assert "__syncwarp" not in source.replace("no __syncwarp", "")
 
 
+MUSA_EXAMPLES = [
+    p for p in sorted((ROOT / "examples").glob("**/*.tile")) if "musa" in p.read_text()
+]
+
+
+def test_musa_examples_are_found():
+    assert S4000 in MUSA_EXAMPLES and len(MUSA_EXAMPLES) >= 2
+
+
 @pytest.mark.skipif(CLANG is None, reason="clang++ is not installed (Debian package clang)")
-def test_s4000_type_checks_against_the_musa_api(tmp_path):
-    path = tmp_path / "s4000.mu"
-    path.write_text(compile_file(S4000).source)
+@pytest.mark.parametrize("example", MUSA_EXAMPLES, ids=lambda p: p.name)
+def test_musa_examples_type_check_against_the_musa_api(tmp_path, example):
+    path = tmp_path / (example.stem + ".mu")
+    path.write_text(compile_file(example).source)
     cmd = [
         CLANG,
         "-x",
@@ -98,14 +108,19 @@ def test_musa_refuses_what_it_lacks():
 
 def test_mp22_register_limit_is_a_located_error():
     """MP_22 gives a thread 256 registers only up to 512 threads per block, 128 at 1024."""
-    text = S4000.read_text().replace("256 x 256 x 64", "512 x 256 x 64").replace(
-        "coarsen    4 x 2", "coarsen    4 x 4")
+    text = (
+        S4000.read_text()
+        .replace("256 x 256 x 64", "512 x 256 x 64")
+        .replace("coarsen    4 x 2", "coarsen    4 x 4")
+    )
     with pytest.raises(TileError) as info:
         compile_source(text, "s.tile")
     d = info.value.first
     assert (d.loc.line, d.loc.col) == (15, 5)  # the coarsen directive
-    assert d.message == ("4 x 4 fragments per warp need at least 148 registers per thread for "
-                         "fragments alone; musa mp_22 allows 128 at 1024 threads per block")
+    assert d.message == (
+        "4 x 4 fragments per warp need at least 148 registers per thread for "
+        "fragments alone; musa mp_22 allows 128 at 1024 threads per block"
+    )
 
 
 def test_mp31_is_refused_as_unmodelled():

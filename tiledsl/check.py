@@ -2,7 +2,7 @@
 
     report = check_source(text, "hgemm.tile")           # every kernel of the file
     est = register_estimate(kernel)                     # the seed's register count
-    occ = occupancy(kernel, est.per_thread)             # blocks per multiprocessor
+    occ = occupancy(kernel, est.declared_per_thread)    # blocks per multiprocessor
     rows = bank_rows(kernel)                            # the bank model, before/after padding
 
 For each kernel: the schedule and the passes that ran; threads, warps and MMAs;
@@ -26,6 +26,8 @@ from . import toolchain
 from .banks import best_pad, conflicts
 from .driver import Compiled, compile_source
 from .errors import ToolchainError, UsageError
+from .feasibility import render_sweep
+from .feasibility import sweep as feasibility_sweep
 from .ir import KernelIR, buffer_offsets
 from .toolchain import PtxasReport
 
@@ -44,31 +46,59 @@ class FragmentRegisters:
     rows: int
     cols: int
     dtype: str
-    elements: int  # per warp: count x rows x cols
-    per_thread: int  # elements / warp width, rounded up
+    elements: int  # per warp, as declared: count x rows x cols
+    live: int  # per warp, the seed's count: one A fragment at a time, every B and accumulator
 
 
 @dataclass(frozen=True)
 class RegisterEstimate:
-    """The seed's method: every fragment element takes one 32-bit register of one thread."""
+    """One 32-bit register per fragment element, spread over a warp's lanes.
+
+    `seed_*` is the S4000 seed's count (accumulators, ONE A fragment, a row of B
+    fragments: its loop reloads A per row); `declared_*` counts every fragment the
+    kernel declares — tiledsl loads all CM A fragments of a K step before its CM x CN
+    mma_sync, so they are live together. Neither counts addresses or loop counters.
+    """
 
     fragments: tuple[FragmentRegisters, ...]
-    per_thread: int
-    per_block: int
+    lanes: int
+    threads: int
+
+    @property
+    def seed_per_thread(self) -> int:
+        return -(-sum(f.live for f in self.fragments) // self.lanes)
+
+    @property
+    def declared_per_thread(self) -> int:
+        return -(-sum(f.elements for f in self.fragments) // self.lanes)
+
+    @property
+    def seed_per_block(self) -> int:
+        return sum(f.live for f in self.fragments) * (self.threads // self.lanes)
+
+    @property
+    def declared_per_block(self) -> int:
+        return sum(f.elements for f in self.fragments) * (self.threads // self.lanes)
 
 
 def register_estimate(kernel: KernelIR) -> RegisterEstimate:
-    lanes = kernel.target.warp_width
     frags = []
     for f in kernel.fragments:
-        elements = f.count[0] * f.count[1] * f.rows * f.cols
+        one = f.rows * f.cols
+        elements = f.count[0] * f.count[1] * one
         frags.append(
             FragmentRegisters(
-                f.name, f.role, f.count, f.rows, f.cols, f.dtype, elements, -(-elements // lanes)
+                f.name,
+                f.role,
+                f.count,
+                f.rows,
+                f.cols,
+                f.dtype,
+                elements,
+                one if f.role == "matrix_a" else elements,
             )
         )
-    per_thread = -(-sum(f.elements for f in frags) // lanes)
-    return RegisterEstimate(tuple(frags), per_thread, per_thread * kernel.threads)
+    return RegisterEstimate(tuple(frags), kernel.target.warp_width, kernel.threads)
 
 
 @dataclass(frozen=True)
@@ -106,6 +136,8 @@ def occupancy(kernel: KernelIR, registers_per_thread: int, source: str = "estima
         Limit("shared memory", t.smem_per_sm, kernel.smem_bytes),
         Limit("registers", t.registers_per_sm, regs * kernel.threads, reg_note),
     )
+    if t.max_blocks_per_sm:
+        limits += (Limit("blocks", t.max_blocks_per_sm, 1, "resident blocks per SM"),)
     counts = {lim.resource: lim.blocks for lim in limits if lim.blocks is not None}
     blocks = min(counts.values())
     binding = tuple(name for name, n in counts.items() if n == blocks)
@@ -161,21 +193,42 @@ def check_source(
     target: str | None = None,
     kernel: str | None = None,
     ptxas: bool = True,
+    sweep: bool = False,
+    reserve: int = 0,
 ) -> str:
-    """The report for every kernel of a file (or the one named `kernel`)."""
+    """The report for every kernel of a file (or the one named `kernel`).
+
+    `sweep` adds the seed's feasibility table over blocks per multiprocessor, with
+    `reserve` registers per thread set aside for addresses and loop counters.
+    """
     compiled = compile_source(text, file, target)
     names = [k.name for k in compiled.kernels]
     if kernel is not None and kernel not in names:
         raise UsageError(f"no kernel '{kernel}' in {file}; it has: {', '.join(names)}")
     kernels = [k for k in compiled.kernels if kernel is None or k.name == kernel]
     reports, note = _ptxas(compiled, kernels, Path(file).stem) if ptxas else ({}, "not asked")
-    return "\n".join(report(k, reports.get(k.name), note) for k in kernels)
+    parts = []
+    for k in kernels:
+        text = report(k, reports.get(k.name), _ptxas_note(k, note))
+        if sweep:
+            text += "\n" + render_sweep(k, feasibility_sweep(k, reserve), reserve)
+        parts.append(text)
+    return "\n".join(parts)
+
+
+def _ptxas_note(kernel: KernelIR, note: str) -> str:
+    if kernel.target.vendor == "musa":
+        return "none for MUSA (no MUSA compiler here); the estimate is used"
+    return note
 
 
 def _ptxas(
     compiled: Compiled, kernels: list[KernelIR], stem: str
 ) -> tuple[dict[str, PtxasReport], str]:
     """ptxas's report per kernel name, or why there is none."""
+    kernels = [k for k in kernels if k.target.vendor == "cuda"]
+    if not kernels:
+        return {}, "no CUDA kernel"
     if toolchain.nvcc_path() is None:
         return {}, "nvcc is not on PATH: no ptxas numbers, the estimate is used"
     reports: dict[str, PtxasReport] = {}
@@ -244,13 +297,14 @@ def report(kernel: KernelIR, ptxas: PtxasReport | None = None, ptxas_note: str =
     # registers
     est = register_estimate(kernel)
     out.append(
-        "  registers per thread, ESTIMATE (the S4000 seed's method: one 32-bit register per "
-        "fragment element;"
+        "  registers, ESTIMATE (one 32-bit register per fragment element, spread over the "
+        f"{t.warp_width} lanes"
     )
     out.append(
-        f"  elements of a warp's fragments / {t.warp_width} lanes; addresses and loop "
-        "counters not counted)"
+        "  of a warp; the seed counts one A fragment live at a time, tiledsl's kernel keeps all "
+        "it declares;"
     )
+    out.append("  addresses and loop counters not counted)")
     rows = []
     for f in est.fragments:
         rows.append(
@@ -260,26 +314,39 @@ def report(kernel: KernelIR, ptxas: PtxasReport | None = None, ptxas_note: str =
                 f"{f.count[0]} x {f.count[1]} of {f.rows}x{f.cols}",
                 f.dtype,
                 str(f.elements),
-                str(f.per_thread),
+                str(f.live),
             ]
         )
-    total = str(sum(f.elements for f in est.fragments))
-    rows.append(["  total", "", "", "", total, str(est.per_thread)])
+    rows.append(
+        [
+            "  total",
+            "",
+            "",
+            "",
+            str(sum(f.elements for f in est.fragments)),
+            str(sum(f.live for f in est.fragments)),
+        ]
+    )
     out += _table(
-        ["  fragment", "role", "count", "type", "elements/warp", "registers/thread"],
+        ["  fragment", "role", "count", "type", "declared/warp", "seed's count/warp"],
         rows,
         right={4, 5},
         indent="  ",
     )
+    allowed = t.registers_per_thread(kernel.threads)
     out.append(
-        f"    estimate: {est.per_thread} registers per thread, {est.per_block} per block "
-        f"(limits: {t.max_registers_per_thread} per thread, {t.registers_per_sm} per "
-        "multiprocessor)"
+        f"    seed's method: {est.seed_per_thread} registers per thread, {est.seed_per_block} "
+        f"per block"
     )
-    if est.per_thread > t.max_registers_per_thread:
+    out.append(
+        f"    this kernel:   {est.declared_per_thread} registers per thread, "
+        f"{est.declared_per_block} per block (limits: {allowed} per thread at "
+        f"{kernel.threads} threads, {t.registers_per_sm} per multiprocessor)"
+    )
+    if est.declared_per_thread > allowed:
         out.append(
-            f"    the estimate is over the {t.max_registers_per_thread} registers a thread may "
-            "have: expect spills; use less coarsening"
+            f"    the estimate is over the {allowed} registers a thread may have here: "
+            "expect spills; use less coarsening"
         )
     if ptxas is not None:
         spilled = (
@@ -292,12 +359,19 @@ def report(kernel: KernelIR, ptxas: PtxasReport | None = None, ptxas_note: str =
             f"{ptxas.registers * kernel.threads} per block, {spilled}, "
             f"{ptxas.stack_frame} bytes stack"
         )
+        out.append(
+            f"    ptxas shared memory: {ptxas.smem_bytes} bytes static; the "
+            f"{kernel.smem_bytes} bytes above are dynamic (given at launch), which ptxas "
+            "does not see"
+        )
     else:
         out.append(f"    ptxas: {ptxas_note}")
     out.append("")
 
     # occupancy
-    regs, source = (ptxas.registers, "ptxas") if ptxas else (est.per_thread, "estimate")
+    regs, source = (
+        (ptxas.registers, "ptxas") if ptxas else (est.declared_per_thread, "this kernel's estimate")
+    )
     occ = occupancy(kernel, regs, source)
     out.append("  blocks per multiprocessor")
     rows = []

@@ -103,6 +103,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     _common(k)
     k.add_argument("--kernel", metavar="NAME", help="which kernel of the file (default: each)")
+    k.add_argument(
+        "--sweep",
+        action="store_true",
+        help="add the S4000 seed's feasibility table over blocks per multiprocessor",
+    )
+    k.add_argument(
+        "--reserve",
+        type=int,
+        default=0,
+        metavar="R",
+        help="with --sweep: registers per thread set aside for addresses and counters "
+        "(default 0, the seed's count)",
+    )
     k.set_defaults(handler=_check)
 
     for name in NOT_BUILT:
@@ -207,7 +220,12 @@ def _check(args) -> int:
     from .check import check_source
 
     text, name = _read(args.file)
-    print(check_source(text, name, args.target, args.kernel), end="")
+    if args.reserve < 0:
+        raise UsageError("--reserve must be 0 or more registers per thread")
+    report = check_source(
+        text, name, args.target, args.kernel, sweep=args.sweep, reserve=args.reserve
+    )
+    print(report, end="")
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Every limit the compiler enforces comes from here, so that a schedule is refused
 before any code is written. Numbers are NVIDIA's published limits for each
-compute capability and, for MUSA MP_22 (the S4000), the values the S4000 seed
+compute capability (the programming guide's table: at most 32 resident blocks per
+SM on 8.0, 9.0 and 12.0) and, for MUSA MP_22 (the S4000), the values the S4000 seed
 reports.
 """
 
@@ -28,6 +29,7 @@ class Target:
     smem_per_sm: int
     mma_shapes: dict[str, tuple[Shape, ...]]  # input dtype -> fragment shapes (M, N, K)
     has_cp_async: bool
+    max_blocks_per_sm: int | None = None  # None: not documented for this target
 
     def registers_per_thread(self, threads: int) -> int:
         """The most registers a thread may hold in a block of `threads` threads.
@@ -62,6 +64,7 @@ TARGETS: dict[str, Target] = {
         167936,
         {"f16": _WMMA_F16, "bf16": _WMMA_F16},
         True,
+        32,
     ),
     "cuda sm_90": Target(
         "cuda",
@@ -75,6 +78,7 @@ TARGETS: dict[str, Target] = {
         233472,
         {"f16": _WMMA_F16, "bf16": _WMMA_F16},
         True,
+        32,
     ),
     "cuda sm_120": Target(
         "cuda",
@@ -88,6 +92,7 @@ TARGETS: dict[str, Target] = {
         102400,
         {"f16": _WMMA_F16, "bf16": _WMMA_F16},
         True,
+        32,
     ),
     "musa mp_22": Target(
         "musa",
