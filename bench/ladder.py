@@ -1,12 +1,15 @@
 """The optimization ladder of the RTX 5080 seed, generated from .tile files, on this GPU.
 
     python bench/ladder.py [--size 4096x4096x4096] [--out bench/results/ladder.json]
+                           [--plot ladder.png]
 
 Each rung is a .tile file under examples/ladder/ (v6 keeps B's tile as Bs[N][K],
 which tiledsl expresses with B stored N x K: see its comment); the last row is
-examples/hgemm.tile, the best schedule. Every result is checked with the exact
-oracle before its time counts; cuBLAS is timed in the same process on the same
-inputs. Prints a table and writes JSON.
+examples/hgemm.tile, the best schedule. Measured by `tiledsl.bench` (what
+`tiledsl bench` runs): every result is checked with the exact and the statistical
+oracle before its time counts, cuBLAS is timed in the same process on the same
+inputs, times are CUDA-event medians over inputs rotated past the L2. Prints a
+table and writes JSON.
 """
 
 from __future__ import annotations
@@ -16,11 +19,9 @@ import datetime
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from variants import measure, save, table  # noqa: E402
-
-from tiledsl.run import parse_size  # noqa: E402
+from tiledsl import bench
+from tiledsl.run import parse_size
+from tiledsl.runtime import device_info
 
 RUNGS = [
     ("v1 naive (global)", "examples/ladder/v1.tile"),
@@ -35,15 +36,24 @@ RUNGS = [
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", default="4096x4096x4096")
     p.add_argument("--out", default=f"bench/results/ladder-{datetime.date.today()}.json")
+    p.add_argument("--plot", default=None, help="also draw the rungs' TFLOP/s (matplotlib)")
     args = p.parse_args()
-    rows = measure(RUNGS, [parse_size(args.size)])
-    print()
-    print(table(rows))
-    save(rows, Path(args.out))
-    if not all(r["ok"] for r in rows):
+    settings = bench.Settings(repeat=30, baselines=("cublas",))
+    rows = bench.measure(RUNGS, [parse_size(args.size)], settings)
+    print(bench.table(rows))
+    bench.save_json(bench.record(rows, settings, device_info()), Path(args.out))
+    print(f"wrote {args.out}")
+    if args.plot:
+        missing = bench.matplotlib_missing()
+        if missing:
+            print(f"warning: {missing}; no plot", file=sys.stderr)
+        else:
+            bench.plot(rows, Path(args.plot), title=device_info()["name"])
+            print(f"wrote {args.plot}")
+    if not all(r.ok or r.skipped for r in rows):
         sys.exit(1)
 
 

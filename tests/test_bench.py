@@ -1,0 +1,335 @@
+"""`tiledsl bench` without a GPU: the timing loop on a fake clock, input rotation, rows,
+the table, JSON, the plot, the progress bar and the command line (GPU work faked);
+on a GPU (marked `gpu`), a real measurement of an example against cuBLAS."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import cli
+
+from tiledsl import bench, timing
+from tiledsl.baselines import baseline_gemm, triton
+from tiledsl.bench import Row, Settings
+from tiledsl.driver import compile_file
+from tiledsl.oracle import Check
+from tiledsl.progress import Progress
+from tiledsl.runtime import gpu_available, l2_bytes
+from tiledsl.timing import Timing, median, operand_bytes, operand_sets, rotation_count
+
+MiB = 2**20
+L2 = 50 * MiB
+
+
+def test_median() -> None:
+    assert median([3.0, 1.0, 2.0]) == 2.0
+    assert median([4.0, 1.0, 3.0, 2.0]) == 2.5
+    assert median([7.0]) == 7.0
+
+
+@pytest.mark.parametrize(
+    ("size", "sets"),
+    [
+        ((2048, 2048, 2048), 7),  # 16 MiB a set: 7 sets = 112 MiB > 100 MiB
+        ((4096, 4096, 4096), 2),  # 64 MiB a set
+        ((8192, 8192, 8192), 1),  # 256 MiB: one set is already past the L2
+        ((128, 128, 64), timing.MAX_SETS),  # tiny: capped
+    ],
+)
+def test_rotation_count_exceeds_twice_the_l2(size, sets) -> None:
+    per_set = operand_bytes(size)
+    assert rotation_count(per_set, L2) == sets
+    if sets < timing.MAX_SETS:
+        assert sets * per_set > 2 * L2
+        assert (sets - 1) * per_set <= 2 * L2  # and no more sets than that takes
+
+
+def test_operand_sets_are_small_integers_in_f16() -> None:
+    sets = operand_sets((32, 48, 16), 3, np, seed=1)
+    assert len(sets) == 3
+    for a, b in sets:
+        assert a.dtype == np.float16 and a.shape == (32 * 16,)
+        assert b.dtype == np.float16 and b.shape == (16 * 48,)
+        assert set(np.unique(a)) <= {-2, -1, 0, 1, 2}
+    assert not np.array_equal(sets[0][0], sets[1][0])  # distinct sets, or no rotation
+
+
+class FakeClock:
+    """Simulated GPU time: each call advances it; events read it when recorded."""
+
+    def __init__(self, durations: dict[int, float]):
+        self.now = 0.0
+        self.durations = durations
+        self.log: list[str] = []
+
+    def call(self, i: int):
+        def run() -> None:
+            self.log.append(f"call {i}")
+            self.now += self.durations[i]
+
+        return run
+
+    def event(self) -> dict:
+        return {}
+
+    def record(self, event: dict) -> None:
+        event["t"] = self.now
+
+    def elapsed_ms(self, start: dict, stop: dict) -> float:
+        return stop["t"] - start["t"]
+
+    def synchronize(self) -> None:
+        self.log.append("sync")
+
+    def hold(self, ms: float) -> None:
+        assert ms >= 1.0
+        self.log.append("hold")
+        self.now += ms
+
+
+def test_time_calls_rotates_warms_up_holds_and_takes_the_median() -> None:
+    clock = FakeClock({0: 1.0, 1: 2.0, 2: 6.0})
+    calls = [clock.call(i) for i in range(3)]
+    t = timing.time_calls(calls, clock, warmup=4, repeat=7, set_bytes=100)
+    assert clock.log[:4] == ["call 0", "call 1", "call 2", "call 0"]  # warm-up, rotated
+    assert clock.log[4:6] == ["sync", "hold"]  # the hold comes right before the timed runs
+    timed = clock.log[6:-1]
+    assert timed == [f"call {i % 3}" for i in range(7)]
+    assert clock.log[-1] == "sync"
+    # times 1, 2, 6, 1, 2, 6, 1 -> median 2
+    assert (t.runs, t.sets, t.set_bytes) == (7, 3, 100)
+    assert (t.median_ms, t.min_ms, t.max_ms) == pytest.approx((2.0, 1.0, 6.0))
+    assert t.to_json()["input_bytes"] == 300
+    assert "median of 7 runs over 3 input set(s)" in t.describe()
+
+
+def test_time_calls_touches_every_set_in_warm_up() -> None:
+    clock = FakeClock({i: 1.0 for i in range(5)})
+    timing.time_calls([clock.call(i) for i in range(5)], clock, warmup=2, repeat=1)
+    assert clock.log[:5] == [f"call {i}" for i in range(5)]
+
+
+def test_time_calls_refuses_nothing_to_time() -> None:
+    with pytest.raises(ValueError):
+        timing.time_calls([], FakeClock({}), repeat=3)
+
+
+def make_rows() -> list[Row]:
+    size = (4096, 4096, 4096)
+    passed = [Check("exact oracle", True, "bit-exact"), Check("statistical oracle", True, "0.003")]
+    mine = Row("hgemm", "tiledsl", "hgemm", "hgemm.tile", size, "f32", passed)
+    mine.timing = Timing(0.5, 0.49, 0.6, 50, 2, 64 * MiB)
+    ref = Row("cuBLAS", "cublas", "hgemm", "hgemm.tile", size, "f16", list(passed))
+    ref.timing = Timing(0.2, 0.19, 0.25, 50, 2, 64 * MiB)
+    tri = Row(
+        "Triton", "triton", "hgemm", "hgemm.tile", size, "f16", skipped="triton not installed"
+    )
+    small = (2048, 2048, 2048)
+    bad = Row("hgemm", "tiledsl", "hgemm", "hgemm.tile", small, "f32")
+    bad.checks = [Check("exact oracle", False, "3 of 4194304 elements differ")]
+    for r in (mine, ref, tri):
+        r.cublas_ms = 0.2
+    return [bad, mine, ref, tri]
+
+
+def test_row_numbers() -> None:
+    bad, mine, ref, tri = make_rows()
+    assert mine.tflops == pytest.approx(2 * 4096**3 / 0.5e9)
+    assert mine.ratio == pytest.approx(0.4)
+    assert ref.ratio == pytest.approx(1.0)
+    assert (mine.status, ref.status, tri.status, bad.status) == ("PASS", "PASS", "SKIP", "FAIL")
+    assert bad.ms is None and bad.tflops is None and bad.ratio is None
+
+
+def test_table_says_time_tflops_ratio_and_check() -> None:
+    text = bench.table(make_rows())
+    lines = text.splitlines()
+    assert lines[0].split() == ["size", "kernel", "C", "ms", "TFLOP/s", "x", "cuBLAS", "check"]
+    row = next(line for line in lines if line.startswith("4096x4096x4096") and "hgemm" in line)
+    assert "0.500" in row and "274.9" in row and "0.40" in row and "PASS bit-exact" in row
+    assert "f32" in row
+    assert "triton not installed" in text
+    failed = next(line for line in lines if line.startswith("2048x2048x2048"))
+    assert "FAIL exact oracle" in failed and "(not timed)" in failed
+
+
+def test_json_record(tmp_path: Path) -> None:
+    device = {"name": "NVIDIA H200", "arch": "sm_90", "cupy": "14.2.0", "nvrtc": "13.0"}
+    doc = bench.record(make_rows(), Settings(repeat=50), device)
+    path = tmp_path / "out" / "bench.json"
+    bench.save_json(doc, path)
+    back = json.loads(path.read_text())
+    assert back["device"] == device
+    assert back["settings"]["repeat"] == 50
+    assert back["date"] and back["tiledsl"]
+    rows = back["rows"]
+    assert [r["status"] for r in rows] == ["FAIL", "PASS", "PASS", "SKIP"]
+    assert rows[1]["timing"]["input_sets"] == 2
+    assert rows[1]["ratio_to_cublas"] == pytest.approx(0.4)
+    assert rows[3]["skipped"] == "triton not installed"
+    assert rows[0]["checks"][0]["ok"] is False
+
+
+def test_plot_draws_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "plot.png"
+    bench.plot(make_rows(), out, title="NVIDIA H200")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_from_saved_json(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "bench.json"
+    bench.save_json(bench.record(make_rows(), Settings(), {"name": "GPU"}), path)
+    bench.plot_file(path, tmp_path / "again.svg")
+    assert "<svg" in (tmp_path / "again.svg").read_text()
+
+
+def test_matplotlib_missing_is_named(monkeypatch) -> None:
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
+    assert "pip install 'tiledsl[bench]'" in bench.matplotlib_missing()
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_only_on_a_terminal() -> None:
+    pipe = io.StringIO()
+    with Progress(3, "bench", stream=pipe) as bar:
+        bar.step("one")
+    assert pipe.getvalue() == ""
+    tty = Tty()
+    with Progress(2, "bench", stream=tty) as bar:
+        bar.step("hgemm 4096x4096x4096")
+        assert "\r" in tty.getvalue() and "0/2" in tty.getvalue()
+        bar.step("cuBLAS")
+        assert "1/2" in tty.getvalue() and "cuBLAS" in tty.getvalue()
+    assert tty.getvalue().endswith("\r")  # erased: the next output starts on a clean line
+    quiet = Tty()
+    with Progress(2, stream=quiet, enabled=False) as bar:
+        bar.step("x")
+    assert quiet.getvalue() == ""
+
+
+def test_triton_baseline_says_when_it_is_missing(monkeypatch) -> None:
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
+    b = triton()
+    assert b.unavailable == "triton not installed" and b.run is None
+
+
+def test_baseline_gemm_is_a_plain_f16_product(examples_dir: Path) -> None:
+    kernel = compile_file(examples_dir / "hgemm_f16.tile").kernels[0]
+    assert kernel.gemm.accumulate and kernel.gemm.c.dtype == "f16"
+    plain = baseline_gemm(kernel.gemm)
+    assert not plain.accumulate
+    assert (plain.c.dtype, plain.c.layout) == ("f16", "row")
+    assert plain.a == kernel.gemm.a and plain.b == kernel.gemm.b
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def test_bench_without_a_gpu_says_so(capsys, examples_dir, monkeypatch) -> None:
+    monkeypatch.setattr("tiledsl.runtime.gpu_available", lambda: False)
+    r = cli(["bench", examples_dir / "hgemm.tile"], capsys)
+    assert r.code == 1
+    assert "bench times kernels on a CUDA GPU" in r.err and "tiledsl doctor" in r.err
+
+
+def test_bench_bad_size_is_a_usage_error(capsys, examples_dir) -> None:
+    r = cli(["bench", examples_dir / "hgemm.tile", "--size", "4096x4096"], capsys)
+    assert r.code == 2 and "MxNxK" in r.err
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """A bench whose measurement is canned: the command line's own work is what is tested."""
+    seen = {}
+
+    def measure(entries, sizes, settings, target=None, kernel=None):
+        seen.update(entries=entries, sizes=sizes, settings=settings, kernel=kernel)
+        return make_rows()[1:] if not seen.get("fail") else make_rows()
+
+    monkeypatch.setattr("tiledsl.runtime.gpu_available", lambda: True)
+    monkeypatch.setattr("tiledsl.runtime.device_info", lambda: {"name": "Fake GPU"})
+    monkeypatch.setattr(bench, "measure", measure)
+    return seen
+
+
+def test_bench_writes_table_json_and_plot(capsys, examples_dir, tmp_path, fake_gpu) -> None:
+    pytest.importorskip("matplotlib")
+    out_json, out_png = tmp_path / "b.json", tmp_path / "b.png"
+    argv = ["bench", examples_dir / "hgemm.tile", "--size", "4096x4096x4096", "--size", "2048^3"]
+    r = cli(argv, capsys)
+    assert r.code == 2  # 2048^3 is not a size
+    argv = argv[:-1] + ["2048x2048x2048", "--json", out_json, "--plot", out_png, "--no-triton"]
+    r = cli([*argv, "--repeat", "20", "--no-cache"], capsys)
+    assert r.code == 0, r.err
+    assert fake_gpu["sizes"] == [(4096, 4096, 4096), (2048, 2048, 2048)]
+    settings = fake_gpu["settings"]
+    assert settings.repeat == 20 and not settings.use_cache and settings.baselines == ("cublas",)
+    assert "TFLOP/s" in r.out and "note: cuBLAS: cupy.matmul" in r.out
+    assert json.loads(out_json.read_text())["device"] == {"name": "Fake GPU"}
+    assert out_png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_fails_on_a_failed_check(capsys, examples_dir, fake_gpu) -> None:
+    fake_gpu["fail"] = True
+    r = cli(["bench", examples_dir / "hgemm.tile"], capsys)
+    assert r.code == 1
+    assert "FAIL exact oracle" in r.out
+
+
+def test_bench_without_matplotlib_warns_and_measures(
+    capsys, examples_dir, tmp_path, fake_gpu, monkeypatch
+) -> None:
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
+    r = cli(["bench", examples_dir / "hgemm.tile", "--plot", tmp_path / "p.png"], capsys)
+    assert r.code == 0
+    assert "warning: the plot needs matplotlib" in r.err
+    assert not (tmp_path / "p.png").exists()
+    assert "TFLOP/s" in r.out
+
+
+def test_bench_unknown_kernel_is_a_usage_error(capsys, examples_dir, monkeypatch) -> None:
+    monkeypatch.setattr("tiledsl.runtime.gpu_available", lambda: True)
+    monkeypatch.setattr("tiledsl.runtime.device_arch", lambda: "sm_90")
+    r = cli(["bench", examples_dir / "hgemm.tile", "--kernel", "nope"], capsys)
+    assert r.code == 2 and "no kernel 'nope'" in r.err
+
+
+def test_bench_size_that_does_not_fit_is_a_usage_error(capsys, examples_dir, monkeypatch) -> None:
+    monkeypatch.setattr("tiledsl.runtime.gpu_available", lambda: True)
+    # v1's fragments read global memory directly: no guarded twin, multiples of 64 x 16 only.
+    r = cli(["bench", examples_dir / "ladder" / "v1.tile", "--size", "100x16x16"], capsys)
+    assert r.code == 2
+    assert "M = 100" in r.err and "not a multiple" in r.err
+
+
+# ---------------------------------------------------------------- on a GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU visible to CuPy")
+def test_measure_an_example_against_cublas(examples_dir: Path) -> None:
+    rows = bench.measure(
+        [("hgemm", str(examples_dir / "hgemm.tile"))],
+        [(1024, 1024, 1024)],
+        Settings(warmup=2, repeat=5, seed=3),
+        progress=False,
+    )
+    kinds = [r.kind for r in rows]
+    assert kinds == ["tiledsl", "cublas", "triton"]
+    mine, ref, tri = rows
+    assert mine.status == "PASS" and mine.checks[0].detail == "bit-exact"
+    assert ref.status == "PASS", bench.table(rows)
+    assert mine.ms > 0 and ref.ms > 0 and mine.ratio == pytest.approx(ref.ms / mine.ms)
+    assert tri.status in ("PASS", "SKIP"), bench.table(rows)
+    rotated = mine.timing.sets * mine.timing.set_bytes
+    assert rotated > 2 * l2_bytes() or mine.timing.sets == timing.MAX_SETS
