@@ -12,8 +12,15 @@ from tiledsl.printer import print_ir
 ROOT = Path(__file__).resolve().parent.parent
 
 CASES = [
-    "ladder/v1", "ladder/v2", "ladder/v3", "ladder/v4", "ladder/v5", "ladder/v6",
-    "hgemm", "hgemm_f16", "hgemm_nt",
+    "ladder/v1",
+    "ladder/v2",
+    "ladder/v3",
+    "ladder/v4",
+    "ladder/v5",
+    "ladder/v6",
+    "hgemm",
+    "hgemm_f16",
+    "hgemm_nt",
 ]
 
 
@@ -47,4 +54,3 @@ def test_smem_tiling_changes_the_k_loop_and_fences_the_reused_bytes():
     # A union: max(As + Bs, Cs) bytes, not the sum of all three.
     assert [b.size_bytes for b in tiled.buffers] == [4096, 8192, 32768]
     assert tiled.smem_bytes == 32768
-

@@ -119,9 +119,18 @@ CASES = {
         edit("    block   64 x 64 x 32\n", ""),
         [(1, 8, "kernel 'k' has no 'block' directive")],
     ),
-    "literal size not a multiple of the tile": (
-        edit("A: f16[M, K]", "A: f16[100, K]").replace("C: f32[M, N]", "C: f32[100, N]"),
-        [(4, 5, "M = 100 is not a multiple of the block tile (64)")],
+    "literal size not a multiple of the tile, stages 0": (
+        edit("A: f16[M, K]", "A: f16[100, K]")
+        .replace("C: f32[M, N]", "C: f32[100, N]")
+        .replace("    stages  1\n", "    stages  0\n"),
+        [
+            (
+                4,
+                5,
+                "M = 100 is not a multiple of the block tile (64), and stages 0 loads "
+                "fragments straight from global memory, which WMMA cannot guard",
+            )
+        ],
     ),
     "a tuning set": (
         edit("64 x 64 x 32", "{64, 128} x 64 x 32"),
@@ -181,8 +190,8 @@ UNBUILT = {
         (
             12,
             5,
-            "epilogue_via direct with f16 C is not built yet: it needs converting fragment "
-            "stores to C",
+            "epilogue_via direct with f16 C and an f32 accumulator is not built yet: it "
+            "needs a conversion, which a WMMA fragment store cannot do",
         ),
     ),
 }

@@ -32,8 +32,11 @@ def barriers(kernel):
 def exact(kernel, m, n, k):
     g = kernel.gemm
     inputs = make_inputs(g, m, n, k, "exact", np.random.default_rng(7))
-    arrays = {g.a.name: to_storage(g.a, inputs.a), g.b.name: to_storage(g.b, inputs.b),
-              g.c.name: to_storage(g.c, inputs.c_in).copy()}
+    arrays = {
+        g.a.name: to_storage(g.a, inputs.a),
+        g.b.name: to_storage(g.b, inputs.b),
+        g.c.name: to_storage(g.c, inputs.c_in).copy(),
+    }
     interpret(kernel, arrays, {"M": m, "N": n, "K": k})
     return check_exact(g, inputs, from_storage(g.c, arrays[g.c.name], (m, n)), (1, 1)).ok
 
@@ -109,4 +112,4 @@ def test_explain_sync_on_the_command_line(tmp_path, capsys):
     assert lines[1] == "  #1 __syncthreads()  kept"
     assert lines[2] == f"     placed by `stages  1` at {path}:13:5"
     assert "needed: WAR on As (block scope)" in r.out
-    assert "extern \"C\"" not in r.out  # the explanation replaces the source on stdout
+    assert 'extern "C"' not in r.out  # the explanation replaces the source on stdout

@@ -36,10 +36,24 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is no
 def test_parse_ptxas_two_kernels() -> None:
     reports = parse_ptxas(PTXAS_LOG)
     assert list(reports) == ["spilly", "tiled"]
-    assert reports["spilly"] == PtxasReport("spilly", registers=40, smem_bytes=0, stack_frame=8,
-                                            spill_stores=4, spill_loads=4, barriers=1)
-    assert reports["tiled"] == PtxasReport("tiled", registers=32, smem_bytes=4096, stack_frame=0,
-                                           spill_stores=0, spill_loads=0, barriers=0)
+    assert reports["spilly"] == PtxasReport(
+        "spilly",
+        registers=40,
+        smem_bytes=0,
+        stack_frame=8,
+        spill_stores=4,
+        spill_loads=4,
+        barriers=1,
+    )
+    assert reports["tiled"] == PtxasReport(
+        "tiled",
+        registers=32,
+        smem_bytes=4096,
+        stack_frame=0,
+        spill_stores=0,
+        spill_loads=0,
+        barriers=0,
+    )
     assert reports["spilly"].spills
     assert not reports["tiled"].spills
 
@@ -52,19 +66,23 @@ def test_parse_ptxas_report_text() -> None:
 
 
 def test_parse_ptxas_without_a_properties_line() -> None:
-    log = ("ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
-           "ptxas info    : Used 64 registers, used 0 barriers\n")
+    log = (
+        "ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
+        "ptxas info    : Used 64 registers, used 0 barriers\n"
+    )
     assert parse_ptxas(log) == {"k": PtxasReport("k", 64, 0, 0, 0, 0, 0)}
 
 
 def test_parse_ptxas_a_called_function_does_not_leak_into_the_kernel() -> None:
     # A non-inlined device function gets its own properties block inside the entry's section.
-    log = ("ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
-           "ptxas info    : Function properties for _Z6helperv\n"
-           "    16 bytes stack frame, 12 bytes spill stores, 12 bytes spill loads\n"
-           "ptxas info    : Function properties for k\n"
-           "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
-           "ptxas info    : Used 20 registers, used 0 barriers\n")
+    log = (
+        "ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
+        "ptxas info    : Function properties for _Z6helperv\n"
+        "    16 bytes stack frame, 12 bytes spill stores, 12 bytes spill loads\n"
+        "ptxas info    : Function properties for k\n"
+        "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Used 20 registers, used 0 barriers\n"
+    )
     reports = parse_ptxas(log)
     assert list(reports) == ["k"]
     assert reports["k"].registers == 20
@@ -79,10 +97,12 @@ def test_parse_ptxas_of_nothing() -> None:
 @pytest.mark.nvcc
 @needs_nvcc
 def test_compile_cubin_reports_each_kernel() -> None:
-    src = ('extern "C" __global__ void one(float* x) {'
-           ' __shared__ float s[256]; s[threadIdx.x] = x[threadIdx.x]; __syncthreads();'
-           ' x[threadIdx.x] = s[255 - threadIdx.x]; }\n'
-           'extern "C" __global__ void two(float* x) { x[threadIdx.x] *= 2.0f; }\n')
+    src = (
+        'extern "C" __global__ void one(float* x) {'
+        " __shared__ float s[256]; s[threadIdx.x] = x[threadIdx.x]; __syncthreads();"
+        " x[threadIdx.x] = s[255 - threadIdx.x]; }\n"
+        'extern "C" __global__ void two(float* x) { x[threadIdx.x] *= 2.0f; }\n'
+    )
     reports = compile_cubin(src, "sm_90", "two_kernels")
     assert sorted(reports) == ["one", "two"]
     assert reports["one"].smem_bytes == 1024

@@ -53,7 +53,8 @@ def analyze(
 def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Collector) -> Schedule:
     updates: dict = {}
     if "epilogue_via" not in sched.written:
-        updates["epilogue_via"] = "direct" if gemm.c.dtype == "f32" else "shared"
+        # Direct only when the accumulator is C's type: a fragment store cannot convert.
+        updates["epilogue_via"] = "direct" if gemm.c.dtype == sched.accumulate else "shared"
     for name, (value, loc) in pads.items():
         if name == gemm.a.name:
             updates["pad_a"] = value
@@ -138,13 +139,17 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
         _check_registers(sched, target, threads, errs)
     if gemm is not None and sched.stages >= 1:
         _check_copy_width(sched, gemm, errs)
-    if gemm is not None:
+    if gemm is not None and sched.stages == 0:
+        # With shared-memory tiles a guarded twin covers the edges (tiledsl.edges); the
+        # naive form loads fragments straight from global memory, which cannot be guarded.
         for dim, size, what in ((gemm.m, bm, "M"), (gemm.n, bn, "N"), (gemm.k, bk, "K")):
             if isinstance(dim, Const) and dim.value % size:
                 errs.add(
                     gemm.c.loc if what != "K" else gemm.a.loc,
-                    f"{what} = {dim.value} is not a multiple of the block tile ({size})",
-                    "edge tiles come with any-shape support; for now pick a multiple",
+                    f"{what} = {dim.value} is not a multiple of the block tile ({size}), "
+                    "and stages 0 loads fragments straight from global memory, which WMMA "
+                    "cannot guard",
+                    "use stages 1 or more (edge tiles are then guarded), or a multiple",
                 )
 
 

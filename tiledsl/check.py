@@ -25,10 +25,12 @@ from pathlib import Path
 from . import toolchain
 from .banks import best_pad, conflicts
 from .driver import Compiled, compile_source
+from .edges import fits_block_tile, vector_fallbacks
 from .errors import ToolchainError, UsageError
+from .expr import to_c
 from .feasibility import render_sweep
 from .feasibility import sweep as feasibility_sweep
-from .ir import KernelIR, buffer_offsets
+from .ir import Copy, GlobalTile, KernelIR, buffer_offsets, walk
 from .toolchain import PtxasReport
 
 #: NVIDIA allocates registers per warp in units of 256, i.e. 8 per thread of a 32-lane warp.
@@ -195,6 +197,7 @@ def check_source(
     ptxas: bool = True,
     sweep: bool = False,
     reserve: int = 0,
+    size: tuple[int, int, int] | None = None,
 ) -> str:
     """The report for every kernel of a file (or the one named `kernel`).
 
@@ -209,7 +212,7 @@ def check_source(
     reports, note = _ptxas(compiled, kernels, Path(file).stem) if ptxas else ({}, "not asked")
     parts = []
     for k in kernels:
-        text = report(k, reports.get(k.name), _ptxas_note(k, note))
+        text = report(k, reports.get(k.name), _ptxas_note(k, note), size)
         if sweep:
             text += "\n" + render_sweep(k, feasibility_sweep(k, reserve), reserve)
         parts.append(text)
@@ -242,7 +245,53 @@ def _ptxas(
     return reports, "ptxas did not report this kernel; the estimate is used"
 
 
-def report(kernel: KernelIR, ptxas: PtxasReport | None = None, ptxas_note: str = "") -> str:
+def _edge_lines(kernel: KernelIR, size: tuple[int, int, int] | None) -> list[str]:
+    """Which kernel runs which sizes, and where guarded copies lose their vectors."""
+    block = " x ".join(map(str, kernel.schedule.block))
+    out = ["  edge tiles"]
+    twin = kernel.edge
+    if twin is None:
+        out.append(
+            f"    none: sizes must be multiples of {block} (stages 0 loads fragments straight "
+            "from global memory, which WMMA cannot guard)"
+        )
+        return [*out, ""]
+    out.append(
+        f"    multiples of {block} run {kernel.name} (no bounds checks); other sizes run "
+        f"{twin.name}: zero-filled partial tiles, C staged per warp ({twin.smem_bytes} bytes "
+        "shared)"
+    )
+    seen = set()
+    for stmt in walk(twin.body):
+        if isinstance(stmt, Copy) and stmt.guard and stmt.vector > 1:
+            tile = stmt.src if isinstance(stmt.src, GlobalTile) else stmt.dst
+            op = kernel.gemm.operand(tile.operand)
+            rule = (op.name, to_c(op.leading_dim, named=False), stmt.vector)
+            if rule not in seen:
+                seen.add(rule)
+                out.append(
+                    f"    {op.name}: {stmt.vector}-element vectors need its leading dimension "
+                    f"{rule[1]} to be a multiple of {stmt.vector}; otherwise its edge copies "
+                    "move single elements"
+                )
+    if size is not None:
+        sizes = dict(zip("MNK", size))
+        shown = "x".join(map(str, size))
+        if fits_block_tile(kernel, sizes):
+            out.append(f"    at {shown}: {kernel.name}, the fast path")
+        else:
+            out.append(f"    at {shown}: {twin.name}")
+            for note in vector_fallbacks(twin, sizes) or ["every copy keeps its vectors"]:
+                out.append(f"      {note}")
+    return [*out, ""]
+
+
+def report(
+    kernel: KernelIR,
+    ptxas: PtxasReport | None = None,
+    ptxas_note: str = "",
+    size: tuple[int, int, int] | None = None,
+) -> str:
     t, s = kernel.target, kernel.schedule
     out = [f"kernel {kernel.name} ({t.name})"]
     out.append("  schedule  " + schedule_line(kernel))
@@ -407,6 +456,8 @@ def report(kernel: KernelIR, ptxas: PtxasReport | None = None, ptxas_note: str =
             f"limited by {' and '.join(occ.binding)}"
         )
     out.append("")
+
+    out += _edge_lines(kernel, size)
 
     # bank conflicts
     out.append(

@@ -1,4 +1,4 @@
-"""The `tiledsl` command line: compile and run (check, viz and tune come later).
+"""The `tiledsl` command line: compile, run, check and viz (tune comes later).
 
 Exit status: 0 on success, 1 for an error in the .tile file or a failed check,
 2 for a command-line mistake. No Python traceback unless --debug.
@@ -14,7 +14,8 @@ from pathlib import Path
 from .errors import TileError, ToolchainError, UsageError
 from .passes import STAGE_NAMES
 
-NOT_BUILT = ("viz", "tune")
+NOT_BUILT = ("tune",)
+SANITIZER_TOOLS = ("racecheck", "memcheck", "synccheck")  # tiledsl.sanitize.TOOLS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,6 +96,16 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--cpu", action="store_true", help="use the numpy interpreter even with a GPU")
     r.add_argument("--kernel", metavar="NAME", help="which kernel of the file (default: each)")
     r.add_argument("--seed", type=int, help="seed for the random inputs (default: fresh)")
+    r.add_argument(
+        "--sanitize",
+        action="append",
+        metavar="TOOL",
+        choices=SANITIZER_TOOLS,
+        help="run the GPU check under compute-sanitizer: racecheck, memcheck or synccheck "
+        "(repeatable); fails on any hazard and when the tool did not run (default size: "
+        "a small multiple of the block tile)",
+    )
+    _no_cache(r)
     r.set_defaults(handler=_run)
 
     k = sub.add_parser(
@@ -116,13 +127,80 @@ def _parser() -> argparse.ArgumentParser:
         help="with --sweep: registers per thread set aside for addresses and counters "
         "(default 0, the seed's count)",
     )
+    k.add_argument(
+        "--size",
+        metavar="MxNxK",
+        help="also say which kernel runs this size and whether its copies keep their vectors",
+    )
     k.set_defaults(handler=_check)
 
+    v = sub.add_parser(
+        "viz",
+        help="graphviz pictures of the IR after every pass, the tile decomposition and the "
+        "shared-memory banks, with an index.html",
+    )
+    _common(v)
+    v.add_argument(
+        "-o",
+        "--output",
+        metavar="DIR",
+        required=True,
+        help="write DIR/<kernel>/*.dot (and rendered pictures) and DIR/index.html",
+    )
+    v.add_argument(
+        "--format",
+        choices=("svg", "png"),
+        default="svg",
+        help="what dot renders (default: svg)",
+    )
+    v.add_argument("--kernel", metavar="NAME", help="which kernel of the file (default: each)")
+    v.set_defaults(handler=_viz)
+
+    _gpu_commands(sub)
     for name in NOT_BUILT:
         x = sub.add_parser(name, help="not built yet")
         x.add_argument("rest", nargs="*")
         x.set_defaults(handler=_not_built)
     return p
+
+
+def _gpu_commands(sub) -> None:
+    b = sub.add_parser(
+        "bench",
+        help="time the kernels against cuBLAS (and Triton), checked, with a table, JSON, a plot",
+    )
+    _common(b)
+    b.add_argument(
+        "--size",
+        action="append",
+        metavar="MxNxK",
+        help="problem size; repeatable (default: 4096x4096x4096)",
+    )
+    b.add_argument("--kernel", metavar="NAME", help="which kernel of the file (default: each)")
+    b.add_argument("--json", metavar="PATH", help="write the measurements as JSON to PATH")
+    b.add_argument(
+        "--plot", metavar="PATH", help="draw TFLOP/s against size to PATH (needs matplotlib)"
+    )
+    b.add_argument("--repeat", type=int, default=50, help="timed runs per row (default: 50)")
+    b.add_argument("--warmup", type=int, default=10, help="untimed runs first (default: 10)")
+    b.add_argument("--seed", type=int, help="seed for the random inputs (default: fresh)")
+    b.add_argument("--no-triton", action="store_true", help="leave out the Triton baseline")
+    _no_cache(b)
+    b.set_defaults(handler=_bench)
+
+    d = sub.add_parser(
+        "doctor", help="what this machine offers tiledsl (GPU, CuPy, NVRTC, nvcc, ...) and fixes"
+    )
+    d.add_argument("--debug", action="store_true", help="show Python tracebacks")
+    d.set_defaults(handler=_doctor)
+
+
+def _no_cache(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile again, neither reading nor writing the kernel cache (TILEDSL_CACHE_DIR)",
+    )
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -149,6 +227,10 @@ def _compile(args) -> int:
             state = "" if ran else "  (not enabled by this schedule: IR unchanged)"
             print(f"// ----- IR after {stage}{state}")
             print(print_ir(kernel))
+        for kernel in compiled.kernels:
+            if kernel.edge is not None:
+                print(f"// ----- IR of {kernel.edge.name}: {kernel.name}'s guarded twin (edges)")
+                print(print_ir(kernel.edge))
     if args.explain_sync:
         from .explain import explain_sync
 
@@ -186,6 +268,8 @@ def _run(args) -> int:
     if args.kernel is not None and args.kernel not in names:
         raise UsageError(f"no kernel '{args.kernel}' in {name}; it has: {', '.join(names)}")
     kernels = compiled.kernels if args.kernel is None else (compiled.kernel(args.kernel),)
+    if args.sanitize:
+        return _sanitize(args, name, compiled, kernels, sizes)
     use_gpu = not args.cpu and gpu_available()
     if not use_gpu and not args.cpu:
         print(
@@ -205,7 +289,16 @@ def _run(args) -> int:
                 )
             try:
                 if use_gpu:
-                    report = run_gpu(kernel, compiled.source, launch, size, args.seed, Path.cwd())
+                    report = run_gpu(
+                        kernel,
+                        compiled.source,
+                        launch,
+                        size,
+                        args.seed,
+                        Path.cwd(),
+                        use_cache=not args.no_cache,
+                        source_name=Path(name).with_suffix(".cu").name,
+                    )
                 else:
                     report = run_cpu(kernel, size, args.seed, Path.cwd())
             except SizeError as err:
@@ -216,21 +309,124 @@ def _run(args) -> int:
     return 0 if ok else 1
 
 
+def _sanitize(args, name: str, compiled, kernels, sizes) -> int:
+    from .run import SizeError, check_size, default_cpu_size
+    from .runtime import gpu_available
+    from .sanitize import sanitize
+
+    if args.cpu:
+        raise UsageError("--sanitize runs on the GPU; it cannot be combined with --cpu")
+    if not gpu_available():
+        print(
+            "tiledsl run: error: --sanitize needs a CUDA GPU visible to CuPy, and none was found "
+            "(`tiledsl doctor` says why)",
+            file=sys.stderr,
+        )
+        return 1
+    ok = True
+    for kernel in kernels:
+        for size in sizes or [default_cpu_size(kernel)]:
+            try:
+                check_size(kernel, size)
+            except SizeError as err:
+                raise UsageError(f"{kernel.name}: {err}") from None
+            for tool in dict.fromkeys(args.sanitize):
+                result = sanitize(name, kernel.name, size, tool, target=args.target, seed=args.seed)
+                print(result.render(), flush=True)
+                ok &= result.ok
+    return 0 if ok else 1
+
+
+def _bench(args) -> int:
+    from . import bench
+    from .run import SizeError, parse_size
+    from .runtime import device_info, gpu_available
+
+    text, name = _read(args.file)
+    try:
+        sizes = [parse_size(s) for s in args.size or ("4096x4096x4096",)]
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if args.repeat < 1 or args.warmup < 0:
+        raise UsageError("--repeat must be at least 1 and --warmup at least 0")
+    if not gpu_available():
+        print(
+            "tiledsl bench: error: bench times kernels on a CUDA GPU, and CuPy sees none "
+            "(`tiledsl doctor` says why); `tiledsl run FILE` checks a schedule without one",
+            file=sys.stderr,
+        )
+        return 1
+    plot_path = Path(args.plot) if args.plot else None
+    if plot_path and bench.matplotlib_missing():
+        print(f"tiledsl bench: warning: {bench.matplotlib_missing()}; no plot", file=sys.stderr)
+        plot_path = None
+    settings = bench.Settings(
+        warmup=args.warmup,
+        repeat=args.repeat,
+        seed=args.seed,
+        use_cache=not args.no_cache,
+        baselines=("cublas",) if args.no_triton else ("cublas", "triton"),
+    )
+    entries = [(Path(name).stem, name)]
+    try:
+        rows = bench.measure(entries, sizes, settings, args.target, kernel=args.kernel)
+    except (SizeError, ValueError) as err:
+        raise UsageError(str(err)) from None
+    print(bench.table(rows))
+    for note in bench.NOTES:
+        print(f"note: {note}")
+    if args.json:
+        bench.save_json(bench.record(rows, settings, device_info()), Path(args.json))
+        print(f"wrote {args.json}")
+    if plot_path:
+        bench.plot(rows, plot_path, title=device_info()["name"])
+        print(f"wrote {plot_path}")
+    return 0 if all(r.ok or r.skipped for r in rows) else 1
+
+
+def _doctor(args) -> int:
+    from .doctor import doctor
+
+    return doctor()
+
+
 def _check(args) -> int:
     from .check import check_source
 
     text, name = _read(args.file)
     if args.reserve < 0:
         raise UsageError("--reserve must be 0 or more registers per thread")
+    from .run import parse_size
+
+    try:
+        size = parse_size(args.size) if args.size else None
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     report = check_source(
-        text, name, args.target, args.kernel, sweep=args.sweep, reserve=args.reserve
+        text, name, args.target, args.kernel, sweep=args.sweep, reserve=args.reserve, size=size
     )
     print(report, end="")
     return 0
 
 
+def _viz(args) -> int:
+    from .viz import viz_source
+
+    text, name = _read(args.file)
+    result = viz_source(text, name, args.output, args.format, args.target, args.kernel)
+    rendered = f", .{args.format}" if result.rendered else ""
+    for path in result.sources:
+        print(f"wrote {path}{rendered}")
+    print(f"wrote {result.index}: the pictures in pipeline order, beside the IR text")
+    if result.note:
+        print(f"tiledsl viz: note: {result.note}", file=sys.stderr)
+    return 0
+
+
 def _not_built(args) -> int:
-    raise UsageError(f"'tiledsl {args.command}' is not built yet; available now: compile, run")
+    raise UsageError(
+        f"'tiledsl {args.command}' is not built yet; available now: compile, run, check, viz"
+    )
 
 
 if __name__ == "__main__":

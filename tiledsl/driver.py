@@ -12,10 +12,11 @@ of the file (every kernel) are gathered into one TileError before lowering.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .analysis import Analysis, analyze
+from .edges import edge_twin
 from .emit import emit
 from .errors import Collector, TileError
 from .ir import KernelIR
@@ -101,6 +102,9 @@ def lower_program(
         if after_each:
             after_each(stage, kernel, ran)
 
+    def build_twin(analysis: Analysis) -> KernelIR:
+        return run_pipeline(lower(analysis), stop_after, lambda st, k, ran: ran and verify(k, st))
+
     kernels = []
     try:
         for analysis in analyze_program(program, key):
@@ -108,6 +112,11 @@ def lower_program(
             enabled = [p.name for p in PASSES if p.enabled(kernel.schedule)]
             stage = kernel.passes[-1] if kernel.passes else LOWER
             verify_limits(kernel, stage, enabled[-1] if enabled else LOWER)
+            twin = edge_twin(analysis, build_twin)
+            if twin is not None:
+                verify(twin, after="edges")
+                verify_limits(twin, stage, enabled[-1] if enabled else LOWER)
+                kernel = replace(kernel, edge=twin)
             kernels.append(kernel)
     except TileError as err:
         raise err.with_source(program.source) from None

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .dtypes import STORAGE, VALUE, convert, decode, encode
 from .expr import Var, evaluate
 from .grid import block_tile, grid_vars
 from .ir import (
@@ -38,6 +39,7 @@ from .ir import (
     Copy,
     Fill,
     For,
+    GlobalTile,
     If,
     KernelIR,
     LoadFrag,
@@ -49,7 +51,7 @@ from .ir import (
 )
 from .printer import stmt_text
 
-NP_DTYPES = {"f16": np.float16, "f32": np.float32, "bf16": np.float32}
+NP_DTYPES = STORAGE  # how each element type sits in the byte arena (bf16: its bits)
 UNIT = 2  # bytes: the race log's granule (the smallest element)
 
 
@@ -143,7 +145,7 @@ class _Interpreter:
                 for b in self.k.buffers
             }
             frags = {
-                f.name: np.zeros((self.nwarps, *f.count, f.rows, f.cols), NP_DTYPES[f.dtype])
+                f.name: np.zeros((self.nwarps, *f.count, f.rows, f.cols), VALUE[f.dtype])
                 for f in self.k.fragments
             }
             blk = _Block(
@@ -192,7 +194,8 @@ class _Interpreter:
         elif isinstance(s, LoadFrag):
             self._check_fragment_pointer(blk, s.src, s)
             frag, i, j = self._frag(blk, s.frag)
-            frag[:, i, j] = self._read_tile(blk, s.src, s).astype(frag.dtype)
+            values = decode(self._read_tile(blk, s.src, s), self._dtype(s.src))
+            frag[:, i, j] = values.astype(frag.dtype)
         elif isinstance(s, Mma):
             acc, ai, aj = self._frag(blk, s.acc)
             a, i, j = self._frag(blk, s.a)
@@ -227,10 +230,12 @@ class _Interpreter:
             raise InterpreterError(f"cannot interpret {type(s).__name__}")
 
     # ------------------------------------------------------------ tiles
-    def _locate(self, blk: _Block, tile: Tile, rows, cols, what):
+    def _locate(self, blk: _Block, tile: Tile, rows, cols, what, inside=None):
         """(flat array, flat indices, 2-byte units or None) of elements (rows, cols) of `tile`.
 
         Offsets may differ per warp, so results carry a leading warp axis (or 1).
+        With `inside` (a guarded copy's global side), elements outside the operand are
+        pointed at element 0 instead of refused, and `inside[0]` gets the in-bounds mask.
         """
 
         def per_warp(e):
@@ -261,7 +266,11 @@ class _Interpreter:
         op = self.k.gemm.operand(tile.operand)
         gr, gc = per_warp(tile.origin[0]) + r, per_warp(tile.origin[1]) + c
         n_rows, n_cols = (int(evaluate(d, blk.env)) for d in op.dims[-2:])
-        if (gr < 0).any() or (gr >= n_rows).any() or (gc < 0).any() or (gc >= n_cols).any():
+        if inside is not None:
+            mask = (gr >= 0) & (gr < n_rows) & (gc >= 0) & (gc < n_cols)
+            inside.append(mask)
+            gr, gc = np.where(mask, gr, 0), np.where(mask, gc, 0)
+        elif (gr < 0).any() or (gr >= n_rows).any() or (gc < 0).any() or (gc >= n_cols).any():
             raise InterpreterError(
                 f"{what} reaches outside {op.name} ({n_rows} x {n_cols}) in block {blk.env['pid']}"
             )
@@ -294,7 +303,12 @@ class _Interpreter:
         if units is not None:
             self._not_in_flight(blk, units, stmt)
             self._log(blk, units, issuers, True, stmt)
-        data[flat] = values.astype(data.dtype)
+        data[flat] = encode(values, self._dtype(tile))
+
+    def _dtype(self, tile: Tile) -> str:
+        if isinstance(tile, SharedTile):
+            return self.k.buffer(tile.buffer).dtype
+        return self.k.gemm.operand(tile.operand).dtype
 
     def _copy(self, blk: _Block, c: Copy) -> None:
         rows, cols, v = copy_chunks(c)
@@ -304,14 +318,24 @@ class _Interpreter:
             lanes = (v % self.ww)[:, None]
             issuers = (np.arange(self.nwarps) * self.ww)[:, None, None] + lanes[None]
         text = stmt_text(c)
-        src, sflat, sunits = self._locate(blk, c.src, rows, cols, text)
-        dst, dflat, dunits = self._locate(blk, c.dst, rows, cols, text)
+        inside: list = [] if c.guard else None
+        src, sflat, sunits = self._locate(blk, c.src, rows, cols, text, inside)
+        dst, dflat, dunits = self._locate(blk, c.dst, rows, cols, text, inside)
         shape = np.broadcast_shapes(sflat.shape, dflat.shape, issuers.shape)
         sflat, dflat = np.broadcast_to(sflat, shape), np.broadcast_to(dflat, shape)
         issuers = np.broadcast_to(issuers, shape)
+        whole = np.ones(shape[:-1], bool)  # chunks moved as one vector
+        mask = None
+        if c.guard:
+            # As emitted: a whole vector only inside the operand and with an aligned
+            # leading dimension; element by element (no alignment needed) elsewhere.
+            mask = np.broadcast_to(inside[0], shape)
+            glob = c.src if isinstance(c.src, GlobalTile) else c.dst
+            ld = int(evaluate(self.k.gemm.operand(glob.operand).leading_dim, blk.env))
+            whole = mask.all(axis=-1) & (ld % c.vector == 0)
         for tile, flat in ((c.src, sflat), (c.dst, dflat)):
-            self._check_alignment(tile, flat[..., 0], c.vector, text)
-            if c.vector > 1 and (np.diff(flat, axis=-1) != 1).any():
+            self._check_alignment(tile, flat[whole][..., 0], c.vector, text)
+            if c.vector > 1 and (np.diff(flat[whole], axis=-1) != 1).any():
                 raise InterpreterError(
                     f"{text}: a vector's elements are not contiguous "
                     f"in {getattr(tile, 'buffer', None) or tile.operand}"
@@ -320,8 +344,12 @@ class _Interpreter:
             sunits = np.broadcast_to(sunits, (*shape, *sunits.shape[len(shape) :]))
             self._not_in_flight(blk, sunits, c)
             self._log(blk, sunits, _expand(issuers, sunits), False, c)
-        values = src[sflat].astype(dst.dtype)
+        values = convert(src[sflat], self._dtype(c.src), self._dtype(c.dst))
+        if mask is not None and dunits is not None:
+            values = np.where(mask, values, np.zeros((), dst.dtype))  # a load: zero-filled
         if dunits is None:
+            if mask is not None:  # a store: elements outside the operand are skipped
+                dflat, values = dflat[mask], values[mask]
             dst[dflat] = values
             return
         dunits = np.broadcast_to(dunits, (*shape, *dunits.shape[len(shape) :]))

@@ -3,7 +3,7 @@
     KernelIR  = name, Gemm (operands, sizes, op), Schedule, Target,
                 warps (WM x WN of warp_width lanes), SharedBuffer*, Fragment*, body: Stmt*
     Stmt      = For(var, start, stop, step, body, unroll)
-              | Copy(dst: Tile, src: Tile, vector, by: block|warp, mode: sync|async)
+              | Copy(dst: Tile, src: Tile, vector, by: block|warp, mode: sync|async, guard)
               | Fill(frag, value)
               | LoadFrag(frag, src: Tile)           warp-collective
               | Mma(acc, a, b)                      warp-collective: acc += a * b
@@ -160,6 +160,9 @@ class Copy:
     mode: str = "sync"  # "sync" or "async"
     loc: Loc = field(default=NOWHERE, compare=False)
     axis: str = "cols"  # vectors run along a row ("cols") or down a column ("rows")
+    # Edge tiles: elements of the global side outside the operand are not touched; a load
+    # fills them with zeros (they add nothing to the product), a store skips them.
+    guard: bool = False
 
 
 @dataclass(frozen=True)
@@ -233,7 +236,9 @@ class KernelIR:
     passes: tuple[str, ...] = ()  # the passes applied so far, in order
     raster: tuple[str, int] = ("none", 0)  # block id -> tile order: none, grouped G, zigzag W
     sync_report: tuple = ()  # sync-elimination's decision per barrier (hazards.SyncDecision)
-    sync_report: tuple = ()  # sync-elimination's decision per barrier (hazards.SyncDecision)
+    # The guarded twin for sizes that are not multiples of the block tile (tiledsl.edges);
+    # this kernel, unguarded, is the fast path for sizes that are.
+    edge: KernelIR | None = None
 
     @property
     def warp_count(self) -> int:

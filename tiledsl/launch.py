@@ -22,6 +22,8 @@ class Launch:
     smem_bytes: int
     args: tuple[tuple[str, str], ...]  # (name, C type) in call order
     block_tile: tuple[int, int, int]
+    # The guarded twin's launch (tiledsl.edges), for sizes that are not multiples of the tile.
+    edge: Launch | None = None
 
     def blocks(self, sizes: dict[str, int]) -> int:
         return int(evaluate(self.grid, sizes))
@@ -34,6 +36,16 @@ class Launch:
             "dynamic_shared_memory_bytes": self.smem_bytes,
             "args": [list(a) for a in self.args],
             "block_tile": list(self.block_tile),
+            **(
+                {
+                    "edge": {
+                        "when": "M, N or K is not a multiple of the block tile",
+                        **self.edge.to_json(),
+                    }
+                }
+                if self.edge
+                else {}
+            ),
         }
 
 
@@ -52,4 +64,5 @@ def launch_of(kernel: KernelIR) -> Launch:
         kernel.smem_bytes,
         args,
         kernel.schedule.block,
+        launch_of(kernel.edge) if kernel.edge is not None else None,
     )

@@ -1,14 +1,17 @@
 """The two oracles of VERIFICATION.md, shared by the interpreter and the GPU runner.
 
-Exact (primary): A, B (and C for `+=`) are integers in [-2, 2], so every product
-and partial sum is exact in f32; the expected result is an int64 matmul, compared
-bit for bit (for f16 C, after round-to-nearest-even, like `__float2half`).
+Exact (primary): A, B (and C for `+=`) are integers in [-2, 2], exact in f16 and
+bf16, so every product and partial sum is exact in f32 (and, with at most
+F16_ACTIVE_K non-zero columns of K, in an f16 accumulator); the expected result is
+an exact matmul, compared bit for bit after rounding to C's type to nearest even,
+like `__float2half` / `__float2bfloat16`.
 
-Statistical (secondary): A, B ~ N(0, 1) in f16; the reference is float64 from the
-rounded inputs; each element must satisfy
+Statistical (secondary): A, B ~ N(0, 1) rounded to their types; the reference is
+float64 from the rounded inputs; each element must satisfy
     |C - R| <= e + u_out * (|R| + e)  (+ 2**-24 for f16 subnormals)
-    with e = K * 2**-24 * (|A| @ |B| + |C_in|)
-and the report is max(err / bound), which must be <= 1.
+    with e = K * u_acc * (|A| @ |B| + |C_in|)
+(u_acc = 2**-24 for an f32 accumulator, 2**-11 for f16; u_out = 2**-11 for f16 C,
+2**-8 for bf16, 0 for f32) and the report is max(err / bound), which must be <= 1.
 
 Arrays are logical (rows x cols as the product sees them); `to_storage` and
 `from_storage` convert to the 1-D layout the kernel reads and writes. Every
@@ -23,9 +26,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .dtypes import STORAGE, VALUE, decode, encode, round_bf16
 from .gemm import Gemm, OperandInfo
 
-NP_OUT = {"f16": np.float16, "f32": np.float32}
+NP_OUT = STORAGE  # the output array's dtype in memory (bf16: its bits)
+
+#: Exact inputs under f16 accumulation: at most this many K columns of A are non-zero,
+#: so every partial sum stays an integer of magnitude <= 4 * 500 + 2 < 2048, exact in f16.
+F16_ACTIVE_K = 500
 
 
 def xp_of(array):
@@ -39,14 +47,25 @@ def xp_of(array):
 
 
 def to_storage(op: OperandInfo, logical):
+    """A logical (rows x cols) array of values as the 1-D memory the kernel reads."""
     xp = xp_of(logical)
-    return xp.ascontiguousarray(logical if op.layout == "row" else logical.T).ravel()
+    arranged = xp.ascontiguousarray(logical if op.layout == "row" else logical.T).ravel()
+    return encode(arranged, op.dtype)
 
 
 def from_storage(op: OperandInfo, flat: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """The kernel's 1-D memory as a logical array of values (bf16 as float32)."""
+    values = decode(flat, op.dtype)
     if op.layout == "row":
-        return flat.reshape(shape)
-    return flat.reshape(shape[::-1]).T
+        return values.reshape(shape)
+    return values.reshape(shape[::-1]).T
+
+
+def round_to(values, dtype: str):
+    """float values rounded to `dtype`, as that type's value dtype (bf16: float32)."""
+    if dtype == "bf16":
+        return round_bf16(values.astype(np.float32))
+    return values.astype(VALUE[dtype])
 
 
 @dataclass
@@ -56,17 +75,37 @@ class Inputs:
     c_in: np.ndarray  # the initial C (NaN poison for '=', data for '+=')
 
 
-def make_inputs(gemm: Gemm, m: int, n: int, k: int, kind: str, rng: np.random.Generator) -> Inputs:
-    """Fresh inputs: kind 'exact' (integers in [-2, 2]) or 'normal' (N(0, 1)), rounded to f16."""
+def make_inputs(
+    gemm: Gemm,
+    m: int,
+    n: int,
+    k: int,
+    kind: str,
+    rng: np.random.Generator,
+    acc: str = "f32",
+) -> Inputs:
+    """Fresh inputs: kind 'exact' (integers in [-2, 2]) or 'normal' (N(0, 1)), rounded to
+    each operand's type. Under `acc` f16 the exact inputs use at most F16_ACTIVE_K columns
+    of K, so that f16 partial sums stay exact."""
 
-    def draw(shape):
+    def draw(shape, dtype):
         if kind == "exact":
-            return rng.integers(-2, 3, size=shape).astype(np.float16)
-        return rng.standard_normal(shape).astype(np.float16)
+            return rng.integers(-2, 3, size=shape).astype(VALUE[dtype])
+        return round_to(rng.standard_normal(shape).astype(np.float32), dtype)
 
-    a, b = draw((m, k)), draw((k, n))
-    out = NP_OUT[gemm.c.dtype]
-    c_in = draw((m, n)).astype(out) if gemm.accumulate else np.full((m, n), np.nan, out)
+    for _ in range(20):
+        a, b = draw((m, k), gemm.a.dtype), draw((k, n), gemm.b.dtype)
+        if kind == "exact" and acc == "f16" and k > F16_ACTIVE_K:
+            quiet = rng.permutation(k)[F16_ACTIVE_K:]
+            a[:, quiet] = 0
+        # A tiny product (one row, K = 1) can come out all zeros, which proves nothing:
+        # draw again. Large ones are checked too cheaply to matter, or not at all.
+        if kind != "exact" or m * n * k > 1 << 20:
+            break
+        if (a.astype(np.float64) @ b.astype(np.float64)).any():
+            break
+    out = VALUE[gemm.c.dtype]
+    c_in = draw((m, n), gemm.c.dtype) if gemm.accumulate else np.full((m, n), np.nan, out)
     return Inputs(a, b, c_in)
 
 
@@ -89,7 +128,7 @@ def check_exact(gemm: Gemm, inputs: Inputs, out, tile: tuple[int, int]) -> Check
         expected = expected + inputs.c_in.astype(xp.float64)
     if not bool(expected.any()):
         return Check("exact oracle", False, "the reference is all zeros: the inputs prove nothing")
-    want = expected.astype(xp.float32).astype(NP_OUT[gemm.c.dtype])
+    want = round_to(expected.astype(xp.float32), gemm.c.dtype)
     same = out == want
     if bool(same.all()):
         return Check("exact oracle", True, "bit-exact")
@@ -104,16 +143,17 @@ def check_exact(gemm: Gemm, inputs: Inputs, out, tile: tuple[int, int]) -> Check
     )
 
 
-def check_statistical(gemm: Gemm, inputs: Inputs, out) -> Check:
+def check_statistical(gemm: Gemm, inputs: Inputs, out, acc: str = "f32") -> Check:
     xp = xp_of(out)
     a, b = inputs.a.astype(xp.float64), inputs.b.astype(xp.float64)
     c0 = inputs.c_in.astype(xp.float64) if gemm.accumulate else 0.0
     ref = a @ b + c0
     k = a.shape[1]
     magnitude = xp.abs(a) @ xp.abs(b) + xp.abs(c0)
-    u_out = 2.0**-11 if gemm.c.dtype == "f16" else 0.0
-    floor = 2.0**-24 if gemm.c.dtype == "f16" else 0.0
-    accumulated = k * 2.0**-24 * magnitude
+    u_out = {"f16": 2.0**-11, "bf16": 2.0**-8}.get(gemm.c.dtype, 0.0)
+    floor = 2.0**-24 if gemm.c.dtype == "f16" else 0.0  # f16's subnormal spacing
+    u_acc = 2.0**-11 if acc == "f16" else 2.0**-24
+    accumulated = k * u_acc * magnitude
     bound = accumulated + u_out * (xp.abs(ref) + accumulated) + floor
     got = out.astype(xp.float64)
     finite = xp.isfinite(got)

@@ -45,6 +45,11 @@ def print_ir(kernel: KernelIR) -> str:
         f"  grid     ceil(M / BM) x ceil(N / BN) block tiles, swizzle {_swizzle(kernel)}",
         f"  warps    {kernel.warps[0]} x {kernel.warps[1]} ({kernel.threads} threads)",
     ]
+    if kernel.edge is not None:
+        lines.append(
+            f"  edges    sizes that are not multiples of BM x BN x BK run {kernel.edge.name}: "
+            "the same passes, guarded copies, C staged per warp"
+        )
     for b in kernel.buffers:
         lines.append(
             f"  shared   {b.name}: {b.dtype}[{b.slots}][{b.rows}][{b.cols}] {b.layout} "
@@ -87,7 +92,7 @@ def stmt_text(stmt) -> str:
     if isinstance(stmt, Copy):
         return (
             f"copy.{stmt.by}.{stmt.mode} {tile_text(stmt.dst)} <- {tile_text(stmt.src)}, "
-            f"vector {stmt.vector}"
+            f"vector {stmt.vector}" + (", guarded" if stmt.guard else "")
         )
     if isinstance(stmt, Fill):
         return f"fill {stmt.frag} = {stmt.value:g}"

@@ -1,9 +1,10 @@
 """`tiledsl run`: execute a compiled kernel and check it with both oracles.
 
-On a GPU: NVRTC compile (cached), fresh random inputs for every check, NaN-poisoned
-output (`=`) or random C (`+=`), the exact oracle then the statistical one, then
-timing against cuBLAS on the same inputs. Without a GPU (or with --cpu): the
-numpy interpreter with its race detector, at a small default size.
+On a GPU: NVRTC compile (cached on disk, `tiledsl.cache`), fresh random inputs for
+every check, NaN-poisoned output (`=`) or random C (`+=`), the exact oracle then the
+statistical one, then timing against cuBLAS on the same inputs (`tiledsl.timing`).
+Without a GPU (or with --cpu): the numpy interpreter with its race detector, at a
+small default size.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .edges import EDGE_SUFFIX, variant
 from .expr import Const
 from .interp import InterpreterError, interpret
 from .ir import KernelIR
 from .launch import Launch
 from .oracle import (
+    NP_OUT,
     Check,
     check_exact,
     check_statistical,
@@ -95,16 +98,22 @@ def _literal_or(kernel: KernelIR, size):
 def check_size(kernel: KernelIR, size: tuple[int, int, int]) -> dict[str, int]:
     """The size parameters for `size`, or SizeError if this schedule cannot cover it yet."""
     g = kernel.gemm
-    problems = []
+    problems, ragged = [], []
     for dim, value, tile, what in zip((g.m, g.n, g.k), size, kernel.schedule.block, "MNK"):
         if isinstance(dim, Const) and dim.value != value:
             problems.append(f"{what} is fixed to {dim.value} by the declaration, not {value}")
         elif value % tile:
-            up = -(-value // tile) * tile
-            problems.append(
-                f"{what} = {value} is not a multiple of the block tile's {tile} "
-                f"(edge tiles are not built yet): try {up}"
-            )
+            ragged.append(f"{what} = {value}")
+    if ragged and kernel.edge is None and not kernel.name.endswith(EDGE_SUFFIX):
+        up = "x".join(str(-(-v // t) * t) for v, t in zip(size, kernel.schedule.block))
+        problems.append(
+            f"{', '.join(ragged)} "
+            + ("is not a multiple" if len(ragged) == 1 else "are not multiples")
+            + " of the block tile "
+            + f"({' x '.join(map(str, kernel.schedule.block))}), and this schedule has no guarded "
+            "twin for edge tiles: its fragments load straight from global memory, which WMMA "
+            f"cannot guard (use stages 1 or more, or the size {up})"
+        )
     if problems:
         raise SizeError("; ".join(problems))
     return {name: value for name, value in zip("MNK", size) if name in g.size_args}
@@ -123,12 +132,13 @@ def run_cpu(
     kernel: KernelIR, size, seed: int | None = None, save_dir: Path | None = None
 ) -> Report:
     sizes = check_size(kernel, size)
+    kernel, _ = variant(kernel, None, size)
     g = kernel.gemm
     m, n, k = size
     report = Report(kernel.name, size, "the numpy interpreter")
     rng = np.random.default_rng(seed)
     for kind in ("exact", "normal"):
-        inputs = make_inputs(g, m, n, k, kind, rng)
+        inputs = make_inputs(g, m, n, k, kind, rng, kernel.schedule.accumulate)
         arrays = _storage_arrays(kernel, inputs)
         started = time.perf_counter()
         try:
@@ -161,32 +171,98 @@ def run_gpu(
     seed: int | None = None,
     save_dir: Path | None = None,
     repeat: int = 30,
+    *,
+    use_cache: bool = True,
+    source_name: str = "tiledsl.cu",
 ) -> Report:
-    import cupy
+    """Check `kernel` on the GPU with both oracles, then time it and cuBLAS.
 
+    Timing is `tiledsl.timing`'s: CUDA events, warm-up, median, inputs rotated
+    past the L2, cuBLAS (`cupy.matmul`) on views of the same inputs.
+    """
     from . import runtime
 
     sizes = check_size(kernel, size)
-    g = kernel.gemm
-    m, n, k = size
+    kernel, launch = variant(kernel, launch, size)
     arch = runtime.device_arch()
     report = Report(kernel.name, size, f"{runtime.device_name()} ({arch}, CuPy/NVRTC)")
-    run = runtime.launcher(runtime.load_module(source, arch), launch)
+    loaded = runtime.load(
+        source,
+        arch,
+        pipeline=kernel.passes,
+        target=kernel.target.name,
+        use_cache=use_cache,
+        name=source_name,
+    )
+    run = runtime.launcher(loaded.module, launch)
+    report.lines.append(loaded.note)
     report.lines.append(
         f"grid {launch.blocks(sizes)} blocks x {launch.threads} threads, "
         f"{launch.smem_bytes} bytes dynamic shared memory"
     )
-    rng = np.random.default_rng(seed)
+    gpu_checks(kernel, run, sizes, size, np.random.default_rng(seed), report, save_dir)
+    if report.ok:
+        from .baselines import cublas
+        from .timing import CudaClock, rotated_sets, time_calls
+
+        clock, sets, set_bytes = CudaClock(arch), *rotated_sets(size, seed)
+        mine = time_calls(
+            kernel_calls(kernel, run, sizes, size, sets), clock, repeat=repeat, set_bytes=set_bytes
+        )
+        theirs = time_calls(
+            cublas().calls(kernel.gemm, size, sets), clock, repeat=repeat, set_bytes=set_bytes
+        )
+        report.time_ms, report.cublas_ms = mine.median_ms, theirs.median_ms
+        report.lines.append(f"timed: {mine.describe()}")
+    return report
+
+
+def gpu_checks(
+    kernel: KernelIR,
+    run,
+    sizes: dict[str, int],
+    size,
+    rng: np.random.Generator,
+    report: Report,
+    save_dir: Path | None = None,
+    on_host: bool = False,
+) -> list:
+    """Both oracles on fresh inputs, appended to `report`; returns the inputs (logical).
+
+    The inputs are CuPy arrays, or with `on_host` numpy ones: then they are laid out
+    and judged with numpy, so that the only kernel the GPU runs is `run` (which is
+    what compute-sanitizer should look at).
+    """
+    import cupy
+
+    g = kernel.gemm
+    m, n, k = size
+    used = []
     for kind in ("exact", "normal"):
-        inputs = to_device(make_inputs(g, m, n, k, kind, rng), cupy)
-        dev = _storage_arrays(kernel, inputs)
+        host = make_inputs(g, m, n, k, kind, rng, kernel.schedule.accumulate)
+        if on_host:
+            dev = {name: cupy.asarray(a) for name, a in _storage_arrays(kernel, host).items()}
+        else:
+            inputs = to_device(host, cupy)
+            dev = _storage_arrays(kernel, inputs)
         run(dev, sizes)
         cupy.cuda.Device().synchronize()
-        _judge(kernel, kind, inputs, from_storage(g.c, dev[g.c.name], (m, n)), report, save_dir)
-    if report.ok:
-        report.time_ms = runtime.time_ms(lambda: run(dev, sizes), repeat=repeat)
-        report.cublas_ms = runtime.time_ms(lambda: cupy.matmul(inputs.a, inputs.b), repeat=repeat)
-    return report
+        if on_host:
+            inputs, out = host, from_storage(g.c, dev[g.c.name].get(), (m, n))
+        else:
+            out = from_storage(g.c, dev[g.c.name], (m, n))
+        _judge(kernel, kind, inputs, out, report, save_dir)
+        used.append(inputs)
+    return used
+
+
+def kernel_calls(kernel: KernelIR, run, sizes: dict[str, int], size, sets) -> list:
+    """One launch per input set (A, B flat device arrays), all writing one C."""
+    import cupy
+
+    g = kernel.gemm
+    c = cupy.zeros(size[0] * size[1], NP_OUT[g.c.dtype])
+    return [lambda a=a, b=b: run({g.a.name: a, g.b.name: b, g.c.name: c}, sizes) for a, b in sets]
 
 
 def _judge(kernel: KernelIR, kind: str, inputs, out, report: Report, save_dir: Path | None):
@@ -196,7 +272,7 @@ def _judge(kernel: KernelIR, kind: str, inputs, out, report: Report, save_dir: P
     if kind == "exact":
         check = check_exact(g, inputs, out, (bm, bn))
     else:
-        check = check_statistical(g, inputs, out)
+        check = check_statistical(g, inputs, out, kernel.schedule.accumulate)
     report.checks.append(check)
     if not check.ok and save_dir is not None:
         _save(save_dir, kernel, report.size, inputs, out, report)

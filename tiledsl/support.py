@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from .analysis import Analysis
 from .errors import Collector
-from .gemm import DTYPES
 
 
 def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
@@ -24,18 +23,19 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
         # s.loc falls back to the kernel's name for a default the user did not write.
         errs.add(s.loc(directive), f"{what} is not built yet: it needs {builds}", fix)
 
-    for op in (g.a, g.b):
-        if op.dtype != "f16" and op.dtype in t.mma_shapes:  # others are refused by analysis
-            errs.add(
-                op.loc,
-                f"{op.dtype} inputs are not built yet (f16 only so far)",
-                f"declare {op.name} as f16",
-            )
-    if g.c.dtype not in ("f32", "f16") and g.c.dtype in DTYPES:
-        errs.add(g.c.loc, f"{g.c.dtype} output is not built yet", "declare C as f32 or f16")
-    if s.accumulate != "f32":
+    if s.accumulate == "f16" and g.a.dtype == "bf16":
+        refuse_value = "accumulate" in s.written
+        errs.add(
+            s.loc("accumulate"),
+            "bf16 inputs accumulate in f32 only (WMMA has no bf16 x bf16 -> f16 product)",
+            "write `accumulate f32`" if refuse_value else "declare A and B as f16",
+        )
+    if s.accumulate == "f16" and t.vendor == "musa":
         refuse(
-            "accumulate", f"accumulate {s.accumulate}", "f16 accumulation", "write `accumulate f32`"
+            "accumulate",
+            f"accumulate f16 on {t.name}",
+            "the S4000's f16 accumulator fragments, which the seed does not document",
+            "write `accumulate f32`",
         )
     if s.copy_mode == "async" and s.stages < 2:
         errs.add(
@@ -79,12 +79,12 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
             "epilogue support",
             "drop the epilogue directive",
         )
-    if s.epilogue_via == "direct" and g.c.dtype != "f32":
+    if s.epilogue_via == "direct" and g.c.dtype != s.accumulate:
         refuse(
             "epilogue_via",
-            f"epilogue_via direct with {g.c.dtype} C",
-            "converting fragment stores to C",
-            "write `epilogue_via shared`",
+            f"epilogue_via direct with {g.c.dtype} C and an {s.accumulate} accumulator",
+            "a conversion, which a WMMA fragment store cannot do",
+            "write `epilogue_via shared` (C is converted as it leaves shared memory)",
         )
     elif s.epilogue_via not in ("direct", "shared"):
         errs.add(

@@ -148,3 +148,184 @@ hgemm_nt(const half* __restrict__ A, const half* __restrict__ B, float* __restri
         }
     }
 }
+
+// The guarded twin of hgemm_nt, launched for sizes that are not multiples of
+// the block tile: partial tiles of A and B are zero-filled, C's stores are
+// predicated (through the per-warp staging tile).
+// ---- kernel hgemm_nt_edge: C[m, n] = A[m, k] * B[n, k]
+// A: f16[M, K] row, B: f16[K, N] col, C: f32[M, N] col
+namespace hgemm_nt_edge_schedule {
+// block 128 x 128 x 32 (line 10): the tile one thread block computes, and its K step
+constexpr int BM = 128, BN = 128, BK = 32;
+// mma 16 x 16 x 16 (line 11): one tensor-core fragment
+constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
+// coarsen 4 x 2 (line 12): 4 x 2 fragment(s) per warp, so 2 x 4 warps
+constexpr int WARPS_M = 2, WARPS_N = 4, WARP_SIZE = 32, THREADS = 256;
+static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
+// stages 3 (line 13): 3 shared-memory slots of A and B; copies run 2 step(s) ahead of the compute (smem-tiling, multi-buffering)
+// copy async 16 (line 14): cp.async copies of 16-byte vectors, global -> shared
+// pad auto (line 15): rows padded by As 8, Bs 8 element(s): pitches below
+constexpr int AS_ROWS = 128, AS_PITCH = 40;  // block tile of A: 3 slot(s) of 128 x 32, row-major
+constexpr int BS_COLS = 128, BS_PITCH = 40;  // block tile of B: 3 slot(s) of 32 x 128, col-major
+constexpr int CS_COLS = 16, CS_PITCH = 16;  // per-warp staging tile of C, over the A/B tiles: 8 slot(s) of 16 x 16, col-major
+// swizzle grouped 8 (line 16): blocks walk GROUP_M block-rows at a time, so neighbours share A and B in L2
+constexpr int GROUP_M = 8;
+// sync minimal (default): the hazard analysis kept 4 barrier(s) and removed 0 (see --explain-sync)
+// load_order ab (default): A's tile is copied first
+// accumulate f32 (default): fragments accumulate in float
+// epilogue_via shared (default): C staged per warp in shared memory, converted and stored by lanes
+// target cuda sm_90 (default): 32-thread warps
+}  // namespace hgemm_nt_edge_schedule
+
+extern "C" __global__
+void __launch_bounds__(hgemm_nt_edge_schedule::THREADS, 1)
+hgemm_nt_edge(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ C, int M, int N, int K)
+{
+    using namespace hgemm_nt_edge_schedule;
+    extern __shared__ __align__(128) unsigned char smem[];
+    // As: block tile of A, 30720 bytes at byte 0
+    half (*As)[AS_ROWS][AS_PITCH] = reinterpret_cast<half (*)[AS_ROWS][AS_PITCH]>(smem + 0);
+    // Bs: block tile of B, 30720 bytes at byte 30720
+    half (*Bs)[BS_COLS][BS_PITCH] = reinterpret_cast<half (*)[BS_COLS][BS_PITCH]>(smem + 30720);
+    // Cs: per-warp staging tile of C, over the A/B tiles, 8192 bytes at byte 0
+    float (*Cs)[CS_COLS][CS_PITCH] = reinterpret_cast<float (*)[CS_COLS][CS_PITCH]>(smem + 0);
+    const int warp = threadIdx.x / WARP_SIZE;
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in the block
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const int pid = blockIdx.x;  // one block per tile: tiles_m x tiles_n blocks
+    // swizzle grouped 8: which tile this block computes
+    const int width = GROUP_M * tiles_n;
+    const int group = pid / width;
+    const int first_m = group * GROUP_M;
+    const int group_m = min(tiles_m - first_m, GROUP_M);
+    const int bm = first_m + pid % width % group_m;
+    const int bn = pid % width / group_m;
+    wmma::fragment<wmma::matrix_a, MMA_M, MMA_N, MMA_K, half, wmma::row_major> a[4][1];
+    wmma::fragment<wmma::matrix_b, MMA_M, MMA_N, MMA_K, half, wmma::col_major> b[1][2];
+    wmma::fragment<wmma::accumulator, MMA_M, MMA_N, MMA_K, float> acc[4][2];
+
+    // once per fragment of the warp
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        #pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            wmma::fill_fragment(acc[i][j], 0.0f);
+        }
+    }
+    // pipeline prologue: the first 2 step(s) in flight
+    #pragma unroll
+    for (int s = 0; s < 2; ++s) {
+        if (s < (K + BK - 1) / BK) {
+            // copy 128x32 A -> As, guarded: 8-element vectors over all 256 threads; elements outside A (M x K) read as zero
+            #pragma unroll
+            for (int v = threadIdx.x; v < 512; v += THREADS) {
+                const int r = v / 4, c = v % 4 * 8;
+                const int gr = bm * BM + r, gc = s * BK + c;  // in A
+                if (K % 8 == 0 && gr < M && gc + 8 <= K) {  // a whole, aligned vector
+                    cp_async<16>(&As[s][r][c], &A[(long long)(bm * BM + r) * K + (s * BK + c)]);
+                } else {  // the edge: element by element
+                    #pragma unroll
+                    for (int e = 0; e < 8; ++e) {
+                        (&As[s][r][c])[e] = (gr < M && gc + e < K) ? (&A[(long long)(bm * BM + r) * K + (s * BK + c)])[e] : __float2half(0.0f);
+                    }
+                }
+            }
+            // copy 32x128 B -> Bs, guarded: 8-element vectors over all 256 threads; elements outside B (K x N) read as zero
+            #pragma unroll
+            for (int v = threadIdx.x; v < 512; v += THREADS) {
+                const int c = v / 4, r = v % 4 * 8;
+                const int gr = s * BK + r, gc = bn * BN + c;  // in B
+                if (K % 8 == 0 && gc < N && gr + 8 <= K) {  // a whole, aligned vector
+                    cp_async<16>(&Bs[s][c][r], &B[(long long)(bn * BN + c) * K + (s * BK + r)]);
+                } else {  // the edge: element by element
+                    #pragma unroll
+                    for (int e = 0; e < 8; ++e) {
+                        (&Bs[s][c][r])[e] = (gc < N && gr + e < K) ? (&B[(long long)(bn * BN + c) * K + (s * BK + r)])[e] : __float2half(0.0f);
+                    }
+                }
+            }
+        }
+        cp_async_commit();  // close this step's group of async copies
+    }
+    // block steps along K, 3-stage pipeline
+    for (int kt = 0; kt < (K + BK - 1) / BK; ++kt) {
+        cp_async_wait<1>();  // at most 1 group(s) still in flight: this thread's copies of the step to compute have landed
+        __syncthreads();  // RAW: step kt's tiles in As, Bs must have landed for every thread before any warp reads them; WAR: every warp must be done with the slot the copies below overwrite (read in step kt - 1)
+        if (kt + 2 < (K + BK - 1) / BK) {
+            // copy 128x32 A -> As, guarded: 8-element vectors over all 256 threads; elements outside A (M x K) read as zero
+            #pragma unroll
+            for (int v = threadIdx.x; v < 512; v += THREADS) {
+                const int r = v / 4, c = v % 4 * 8;
+                const int gr = bm * BM + r, gc = (kt + 2) * BK + c;  // in A
+                if (K % 8 == 0 && gr < M && gc + 8 <= K) {  // a whole, aligned vector
+                    cp_async<16>(&As[(kt + 2) % 3][r][c], &A[(long long)(bm * BM + r) * K + ((kt + 2) * BK + c)]);
+                } else {  // the edge: element by element
+                    #pragma unroll
+                    for (int e = 0; e < 8; ++e) {
+                        (&As[(kt + 2) % 3][r][c])[e] = (gr < M && gc + e < K) ? (&A[(long long)(bm * BM + r) * K + ((kt + 2) * BK + c)])[e] : __float2half(0.0f);
+                    }
+                }
+            }
+            // copy 32x128 B -> Bs, guarded: 8-element vectors over all 256 threads; elements outside B (K x N) read as zero
+            #pragma unroll
+            for (int v = threadIdx.x; v < 512; v += THREADS) {
+                const int c = v / 4, r = v % 4 * 8;
+                const int gr = (kt + 2) * BK + r, gc = bn * BN + c;  // in B
+                if (K % 8 == 0 && gc < N && gr + 8 <= K) {  // a whole, aligned vector
+                    cp_async<16>(&Bs[(kt + 2) % 3][c][r], &B[(long long)(bn * BN + c) * K + ((kt + 2) * BK + r)]);
+                } else {  // the edge: element by element
+                    #pragma unroll
+                    for (int e = 0; e < 8; ++e) {
+                        (&Bs[(kt + 2) % 3][c][r])[e] = (gc < N && gr + e < K) ? (&B[(long long)(bn * BN + c) * K + ((kt + 2) * BK + r)])[e] : __float2half(0.0f);
+                    }
+                }
+            }
+        }
+        cp_async_commit();  // close this step's group of async copies
+        // fragment steps of one block step
+        #pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                wmma::load_matrix_sync(a[i][0], &As[kt % 3][(wm * 4 + i) * MMA_M][kk * MMA_K], AS_PITCH);
+            }
+            #pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                wmma::load_matrix_sync(b[0][j], &Bs[kt % 3][(wn * 2 + j) * MMA_N][kk * MMA_K], BS_PITCH);
+            }
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                #pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    wmma::mma_sync(acc[i][j], a[i][0], b[0][j], acc[i][j]);
+                }
+            }
+        }
+    }
+    __syncthreads();  // WAR: every warp must be done reading As, Bs before any warp's staging of C overwrites their bytes (Cs shares them)
+    // once per fragment of the warp
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        #pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            wmma::store_matrix_sync(&Cs[warp][0][0], acc[i][j], CS_PITCH, wmma::mem_col_major);
+            __syncwarp();  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
+            // copy 16x16 Cs -> C, guarded: 4-element vectors over the lanes of each warp; elements outside C (M x N) are not written
+            #pragma unroll
+            for (int v = lane; v < 64; v += WARP_SIZE) {
+                const int c = v / 4, r = v % 4 * 4;
+                const int gr = bm * BM + (wm * 4 + i) * MMA_M + r, gc = bn * BN + (wn * 2 + j) * MMA_N + c;  // in C
+                if (M % 4 == 0 && gc < N && gr + 4 <= M) {  // a whole, aligned vector
+                    *reinterpret_cast<uint4*>(&C[(long long)(bn * BN + (wn * 2 + j) * MMA_N + c) * M + (bm * BM + (wm * 4 + i) * MMA_M + r)]) = *reinterpret_cast<const uint4*>(&Cs[warp][c][r]);
+                } else {  // the edge: element by element
+                    #pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        if (gc < N && gr + e < M) (&C[(long long)(bn * BN + (wn * 2 + j) * MMA_N + c) * M + (bm * BM + (wm * 4 + i) * MMA_M + r)])[e] = (&Cs[warp][c][r])[e];
+                    }
+                }
+            }
+            __syncwarp();  // WAR: the lanes' use of the warp's Cs slot must finish before the next fragment's turn overwrites it
+        }
+    }
+}

@@ -77,3 +77,115 @@ hgemm_v2(const half* __restrict__ A, const half* __restrict__ B, float* __restri
     }
     wmma::store_matrix_sync(&C[(long long)(bm * BM + wm * MMA_M) * N + (bn * BN + wn * MMA_N)], acc[0][0], N, wmma::mem_row_major);
 }
+
+// The guarded twin of hgemm_v2, launched for sizes that are not multiples of
+// the block tile: partial tiles of A and B are zero-filled, C's stores are
+// predicated (through the per-warp staging tile).
+// ---- kernel hgemm_v2_edge: C[m, n] = A[m, k] * B[k, n]
+// A: f16[M, K] row, B: f16[K, N] row, C: f32[M, N] row
+namespace hgemm_v2_edge_schedule {
+// block 64 x 64 x 32 (line 10): the tile one thread block computes, and its K step
+constexpr int BM = 64, BN = 64, BK = 32;
+// mma 16 x 16 x 16 (line 11): one tensor-core fragment
+constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
+// coarsen 1 x 1 (line 12): 1 x 1 fragment(s) per warp, so 4 x 4 warps
+constexpr int WARPS_M = 4, WARPS_N = 4, WARP_SIZE = 32, THREADS = 512;
+static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
+// stages 1 (line 13): one shared-memory tile of A and B, loaded then computed (smem-tiling)
+// copy sync 16 (line 14): global -> shared copies move 16-byte vectors
+// pad none (line 15): unpadded: pitches below
+constexpr int AS_ROWS = 64, AS_PITCH = 32;  // block tile of A: 1 slot(s) of 64 x 32, row-major
+constexpr int BS_ROWS = 32, BS_PITCH = 64;  // block tile of B: 1 slot(s) of 32 x 64, row-major
+constexpr int CS_ROWS = 16, CS_PITCH = 16;  // per-warp staging tile of C, over the A/B tiles: 16 slot(s) of 16 x 16, row-major
+// swizzle none (line 16): block i computes tile (i / tiles_n, i % tiles_n)
+// sync all (line 17): every barrier the lowering placed is kept
+// load_order ab (default): A's tile is copied first
+// accumulate f32 (default): fragments accumulate in float
+// epilogue_via shared (default): C staged per warp in shared memory, converted and stored by lanes
+// target cuda sm_90 (line 18): 32-thread warps
+}  // namespace hgemm_v2_edge_schedule
+
+extern "C" __global__
+void __launch_bounds__(hgemm_v2_edge_schedule::THREADS, 1)
+hgemm_v2_edge(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ C, int M, int N, int K)
+{
+    using namespace hgemm_v2_edge_schedule;
+    extern __shared__ __align__(128) unsigned char smem[];
+    // As: block tile of A, 4096 bytes at byte 0
+    half (*As)[AS_ROWS][AS_PITCH] = reinterpret_cast<half (*)[AS_ROWS][AS_PITCH]>(smem + 0);
+    // Bs: block tile of B, 4096 bytes at byte 4096
+    half (*Bs)[BS_ROWS][BS_PITCH] = reinterpret_cast<half (*)[BS_ROWS][BS_PITCH]>(smem + 4096);
+    // Cs: per-warp staging tile of C, over the A/B tiles, 16384 bytes at byte 0
+    float (*Cs)[CS_ROWS][CS_PITCH] = reinterpret_cast<float (*)[CS_ROWS][CS_PITCH]>(smem + 0);
+    const int warp = threadIdx.x / WARP_SIZE;
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in the block
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const int pid = blockIdx.x;  // one block per tile: tiles_m x tiles_n blocks
+    // swizzle none: which tile this block computes
+    const int bm = pid / tiles_n;
+    const int bn = pid % tiles_n;
+    (void)tiles_m;
+    wmma::fragment<wmma::matrix_a, MMA_M, MMA_N, MMA_K, half, wmma::row_major> a[1][1];
+    wmma::fragment<wmma::matrix_b, MMA_M, MMA_N, MMA_K, half, wmma::row_major> b[1][1];
+    wmma::fragment<wmma::accumulator, MMA_M, MMA_N, MMA_K, float> acc[1][1];
+
+    wmma::fill_fragment(acc[0][0], 0.0f);
+    // block steps along K
+    for (int kt = 0; kt < (K + BK - 1) / BK; ++kt) {
+        // copy 64x32 A -> As, guarded: 8-element vectors over all 512 threads; elements outside A (M x K) read as zero
+        #pragma unroll
+        for (int v = threadIdx.x; v < 256; v += THREADS) {
+            const int r = v / 4, c = v % 4 * 8;
+            const int gr = bm * BM + r, gc = kt * BK + c;  // in A
+            if (K % 8 == 0 && gr < M && gc + 8 <= K) {  // a whole, aligned vector
+                *reinterpret_cast<uint4*>(&As[0][r][c]) = *reinterpret_cast<const uint4*>(&A[(long long)(bm * BM + r) * K + (kt * BK + c)]);
+            } else {  // the edge: element by element
+                #pragma unroll
+                for (int e = 0; e < 8; ++e) {
+                    (&As[0][r][c])[e] = (gr < M && gc + e < K) ? (&A[(long long)(bm * BM + r) * K + (kt * BK + c)])[e] : __float2half(0.0f);
+                }
+            }
+        }
+        // copy 32x64 B -> Bs, guarded: 8-element vectors over all 512 threads; elements outside B (K x N) read as zero
+        #pragma unroll
+        for (int v = threadIdx.x; v < 256; v += THREADS) {
+            const int r = v / 8, c = v % 8 * 8;
+            const int gr = kt * BK + r, gc = bn * BN + c;  // in B
+            if (N % 8 == 0 && gr < K && gc + 8 <= N) {  // a whole, aligned vector
+                *reinterpret_cast<uint4*>(&Bs[0][r][c]) = *reinterpret_cast<const uint4*>(&B[(long long)(kt * BK + r) * N + (bn * BN + c)]);
+            } else {  // the edge: element by element
+                #pragma unroll
+                for (int e = 0; e < 8; ++e) {
+                    (&Bs[0][r][c])[e] = (gr < K && gc + e < N) ? (&B[(long long)(kt * BK + r) * N + (bn * BN + c)])[e] : __float2half(0.0f);
+                }
+            }
+        }
+        __syncthreads();  // RAW: the copies into As, Bs (all threads) must land before any warp's fragment loads read them
+        // fragment steps of one block step
+        #pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+            wmma::load_matrix_sync(a[0][0], &As[0][wm * MMA_M][kk * MMA_K], AS_PITCH);
+            wmma::load_matrix_sync(b[0][0], &Bs[0][kk * MMA_K][wn * MMA_N], BS_PITCH);
+            wmma::mma_sync(acc[0][0], a[0][0], b[0][0], acc[0][0]);
+        }
+        __syncthreads();  // WAR: every warp's fragment loads of this step must finish before the next step's copies overwrite As, Bs
+    }
+    __syncthreads();  // WAR: every warp must be done reading As, Bs before any warp's staging of C overwrites their bytes (Cs shares them)
+    wmma::store_matrix_sync(&Cs[warp][0][0], acc[0][0], CS_PITCH, wmma::mem_row_major);
+    __syncwarp();  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
+    // copy 16x16 Cs -> C, guarded: 4-element vectors over the lanes of each warp; elements outside C (M x N) are not written
+    #pragma unroll
+    for (int v = lane; v < 64; v += WARP_SIZE) {
+        const int r = v / 4, c = v % 4 * 4;
+        const int gr = bm * BM + wm * MMA_M + r, gc = bn * BN + wn * MMA_N + c;  // in C
+        if (N % 4 == 0 && gr < M && gc + 4 <= N) {  // a whole, aligned vector
+            *reinterpret_cast<uint4*>(&C[(long long)(bm * BM + wm * MMA_M + r) * N + (bn * BN + wn * MMA_N + c)]) = *reinterpret_cast<const uint4*>(&Cs[warp][r][c]);
+        } else {  // the edge: element by element
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                if (gr < M && gc + e < N) (&C[(long long)(bm * BM + wm * MMA_M + r) * N + (bn * BN + wn * MMA_N + c)])[e] = (&Cs[warp][r][c])[e];
+            }
+        }
+    }
+}

@@ -144,3 +144,180 @@ hgemm_v6(const half* __restrict__ A, const half* __restrict__ B, float* __restri
         }
     }
 }
+
+// The guarded twin of hgemm_v6, launched for sizes that are not multiples of
+// the block tile: partial tiles of A and B are zero-filled, C's stores are
+// predicated (through the per-warp staging tile).
+// ---- kernel hgemm_v6_edge: C[m, n] = A[m, k] * B[n, k]
+// A: f16[M, K] row, B: f16[K, N] col, C: f32[M, N] row
+namespace hgemm_v6_edge_schedule {
+// block 64 x 64 x 32 (line 11): the tile one thread block computes, and its K step
+constexpr int BM = 64, BN = 64, BK = 32;
+// mma 16 x 16 x 16 (line 12): one tensor-core fragment
+constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
+// coarsen 2 x 2 (line 13): 2 x 2 fragment(s) per warp, so 2 x 2 warps
+constexpr int WARPS_M = 2, WARPS_N = 2, WARP_SIZE = 32, THREADS = 128;
+static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
+// stages 2 (line 14): 2 shared-memory slots of A and B; copies run 1 step(s) ahead of the compute (smem-tiling, multi-buffering)
+// copy async 16 (line 15): cp.async copies of 16-byte vectors, global -> shared
+// pad A 8, B 8 (line 16): rows padded by As 8, Bs 8 element(s): pitches below
+constexpr int AS_ROWS = 64, AS_PITCH = 40;  // block tile of A: 2 slot(s) of 64 x 32, row-major
+constexpr int BS_COLS = 64, BS_PITCH = 40;  // block tile of B: 2 slot(s) of 32 x 64, col-major
+constexpr int CS_ROWS = 16, CS_PITCH = 16;  // per-warp staging tile of C, over the A/B tiles: 4 slot(s) of 16 x 16, row-major
+// swizzle none (line 17): block i computes tile (i / tiles_n, i % tiles_n)
+// sync all (line 18): every barrier the lowering placed is kept
+// load_order ab (default): A's tile is copied first
+// accumulate f32 (default): fragments accumulate in float
+// epilogue_via shared (default): C staged per warp in shared memory, converted and stored by lanes
+// target cuda sm_90 (line 19): 32-thread warps
+}  // namespace hgemm_v6_edge_schedule
+
+extern "C" __global__
+void __launch_bounds__(hgemm_v6_edge_schedule::THREADS, 1)
+hgemm_v6_edge(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ C, int M, int N, int K)
+{
+    using namespace hgemm_v6_edge_schedule;
+    extern __shared__ __align__(128) unsigned char smem[];
+    // As: block tile of A, 10240 bytes at byte 0
+    half (*As)[AS_ROWS][AS_PITCH] = reinterpret_cast<half (*)[AS_ROWS][AS_PITCH]>(smem + 0);
+    // Bs: block tile of B, 10240 bytes at byte 10240
+    half (*Bs)[BS_COLS][BS_PITCH] = reinterpret_cast<half (*)[BS_COLS][BS_PITCH]>(smem + 10240);
+    // Cs: per-warp staging tile of C, over the A/B tiles, 4096 bytes at byte 0
+    float (*Cs)[CS_ROWS][CS_PITCH] = reinterpret_cast<float (*)[CS_ROWS][CS_PITCH]>(smem + 0);
+    const int warp = threadIdx.x / WARP_SIZE;
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in the block
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const int pid = blockIdx.x;  // one block per tile: tiles_m x tiles_n blocks
+    // swizzle none: which tile this block computes
+    const int bm = pid / tiles_n;
+    const int bn = pid % tiles_n;
+    (void)tiles_m;
+    wmma::fragment<wmma::matrix_a, MMA_M, MMA_N, MMA_K, half, wmma::row_major> a[2][1];
+    wmma::fragment<wmma::matrix_b, MMA_M, MMA_N, MMA_K, half, wmma::col_major> b[1][2];
+    wmma::fragment<wmma::accumulator, MMA_M, MMA_N, MMA_K, float> acc[2][2];
+
+    // once per fragment of the warp
+    #pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        #pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            wmma::fill_fragment(acc[i][j], 0.0f);
+        }
+    }
+    // pipeline prologue: the first 1 step(s) in flight
+    #pragma unroll
+    for (int s = 0; s < 1; ++s) {
+        if (s < (K + BK - 1) / BK) {
+            // copy 64x32 A -> As, guarded: 8-element vectors over all 128 threads; elements outside A (M x K) read as zero
+            #pragma unroll
+            for (int v = threadIdx.x; v < 256; v += THREADS) {
+                const int r = v / 4, c = v % 4 * 8;
+                const int gr = bm * BM + r, gc = s * BK + c;  // in A
+                if (K % 8 == 0 && gr < M && gc + 8 <= K) {  // a whole, aligned vector
+                    cp_async<16>(&As[s][r][c], &A[(long long)(bm * BM + r) * K + (s * BK + c)]);
+                } else {  // the edge: element by element
+                    #pragma unroll
+                    for (int e = 0; e < 8; ++e) {
+                        (&As[s][r][c])[e] = (gr < M && gc + e < K) ? (&A[(long long)(bm * BM + r) * K + (s * BK + c)])[e] : __float2half(0.0f);
+                    }
+                }
+            }
+            // copy 32x64 B -> Bs, guarded: 8-element vectors over all 128 threads; elements outside B (K x N) read as zero
+            #pragma unroll
+            for (int v = threadIdx.x; v < 256; v += THREADS) {
+                const int c = v / 4, r = v % 4 * 8;
+                const int gr = s * BK + r, gc = bn * BN + c;  // in B
+                if (K % 8 == 0 && gc < N && gr + 8 <= K) {  // a whole, aligned vector
+                    cp_async<16>(&Bs[s][c][r], &B[(long long)(bn * BN + c) * K + (s * BK + r)]);
+                } else {  // the edge: element by element
+                    #pragma unroll
+                    for (int e = 0; e < 8; ++e) {
+                        (&Bs[s][c][r])[e] = (gc < N && gr + e < K) ? (&B[(long long)(bn * BN + c) * K + (s * BK + r)])[e] : __float2half(0.0f);
+                    }
+                }
+            }
+        }
+        cp_async_commit();  // close this step's group of async copies
+    }
+    // block steps along K, 2-stage pipeline
+    for (int kt = 0; kt < (K + BK - 1) / BK; ++kt) {
+        cp_async_wait<0>();  // at most 0 group(s) still in flight: this thread's copies of the step to compute have landed
+        __syncthreads();  // RAW: step kt's tiles in As, Bs must have landed for every thread before any warp reads them; WAR: every warp must be done with the slot the copies below overwrite (read in step kt - 1)
+        if (kt + 1 < (K + BK - 1) / BK) {
+            // copy 64x32 A -> As, guarded: 8-element vectors over all 128 threads; elements outside A (M x K) read as zero
+            #pragma unroll
+            for (int v = threadIdx.x; v < 256; v += THREADS) {
+                const int r = v / 4, c = v % 4 * 8;
+                const int gr = bm * BM + r, gc = (kt + 1) * BK + c;  // in A
+                if (K % 8 == 0 && gr < M && gc + 8 <= K) {  // a whole, aligned vector
+                    cp_async<16>(&As[(kt + 1) % 2][r][c], &A[(long long)(bm * BM + r) * K + ((kt + 1) * BK + c)]);
+                } else {  // the edge: element by element
+                    #pragma unroll
+                    for (int e = 0; e < 8; ++e) {
+                        (&As[(kt + 1) % 2][r][c])[e] = (gr < M && gc + e < K) ? (&A[(long long)(bm * BM + r) * K + ((kt + 1) * BK + c)])[e] : __float2half(0.0f);
+                    }
+                }
+            }
+            // copy 32x64 B -> Bs, guarded: 8-element vectors over all 128 threads; elements outside B (K x N) read as zero
+            #pragma unroll
+            for (int v = threadIdx.x; v < 256; v += THREADS) {
+                const int c = v / 4, r = v % 4 * 8;
+                const int gr = (kt + 1) * BK + r, gc = bn * BN + c;  // in B
+                if (K % 8 == 0 && gc < N && gr + 8 <= K) {  // a whole, aligned vector
+                    cp_async<16>(&Bs[(kt + 1) % 2][c][r], &B[(long long)(bn * BN + c) * K + ((kt + 1) * BK + r)]);
+                } else {  // the edge: element by element
+                    #pragma unroll
+                    for (int e = 0; e < 8; ++e) {
+                        (&Bs[(kt + 1) % 2][c][r])[e] = (gc < N && gr + e < K) ? (&B[(long long)(bn * BN + c) * K + ((kt + 1) * BK + r)])[e] : __float2half(0.0f);
+                    }
+                }
+            }
+        }
+        cp_async_commit();  // close this step's group of async copies
+        // fragment steps of one block step
+        #pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+            #pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                wmma::load_matrix_sync(a[i][0], &As[kt % 2][(wm * 2 + i) * MMA_M][kk * MMA_K], AS_PITCH);
+            }
+            #pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                wmma::load_matrix_sync(b[0][j], &Bs[kt % 2][(wn * 2 + j) * MMA_N][kk * MMA_K], BS_PITCH);
+            }
+            #pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                #pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    wmma::mma_sync(acc[i][j], a[i][0], b[0][j], acc[i][j]);
+                }
+            }
+        }
+    }
+    __syncthreads();  // WAR: every warp must be done reading As, Bs before any warp's staging of C overwrites their bytes (Cs shares them)
+    // once per fragment of the warp
+    #pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        #pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            wmma::store_matrix_sync(&Cs[warp][0][0], acc[i][j], CS_PITCH, wmma::mem_row_major);
+            __syncwarp();  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
+            // copy 16x16 Cs -> C, guarded: 4-element vectors over the lanes of each warp; elements outside C (M x N) are not written
+            #pragma unroll
+            for (int v = lane; v < 64; v += WARP_SIZE) {
+                const int r = v / 4, c = v % 4 * 4;
+                const int gr = bm * BM + (wm * 2 + i) * MMA_M + r, gc = bn * BN + (wn * 2 + j) * MMA_N + c;  // in C
+                if (N % 4 == 0 && gr < M && gc + 4 <= N) {  // a whole, aligned vector
+                    *reinterpret_cast<uint4*>(&C[(long long)(bm * BM + (wm * 2 + i) * MMA_M + r) * N + (bn * BN + (wn * 2 + j) * MMA_N + c)]) = *reinterpret_cast<const uint4*>(&Cs[warp][r][c]);
+                } else {  // the edge: element by element
+                    #pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        if (gr < M && gc + e < N) (&C[(long long)(bm * BM + (wm * 2 + i) * MMA_M + r) * N + (bn * BN + (wn * 2 + j) * MMA_N + c)])[e] = (&Cs[warp][r][c])[e];
+                    }
+                }
+            }
+            __syncwarp();  // WAR: the lanes' use of the warp's Cs slot must finish before the next fragment's turn overwrites it
+        }
+    }
+}

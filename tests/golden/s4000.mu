@@ -146,11 +146,190 @@ s4000(const half* __restrict__ A, const half* __restrict__ B, half* __restrict__
     }
 }
 
+// The guarded twin of s4000, launched for sizes that are not multiples of
+// the block tile: partial tiles of A and B are zero-filled, C's stores are
+// predicated (through the per-warp staging tile).
+// ---- kernel s4000_edge: C[m, n] = A[m, k] * B[k, n]
+// A: f16[M, K] col, B: f16[K, N] col, C: f16[M, N] col
+namespace s4000_edge_schedule {
+// block 256 x 256 x 64 (line 13): the tile one thread block computes, and its K step
+constexpr int BM = 256, BN = 256, BK = 64;
+// mma 32 x 32 x 16 (line 14): one tensor-core fragment
+constexpr int MMA_M = 32, MMA_N = 32, MMA_K = 16;
+// coarsen 4 x 2 (line 15): 4 x 2 fragment(s) per warp, so 2 x 4 warps
+constexpr int WARPS_M = 2, WARPS_N = 4, WARP_SIZE = 128, THREADS = 1024;
+static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
+// stages 1 (line 16): one shared-memory tile of A and B, loaded then computed (smem-tiling)
+// copy sync 8 (line 17): global -> shared copies move 8-byte vectors
+// pad A 8, B 8 (line 18): rows padded by As 8, Bs 8 element(s): pitches below
+constexpr int AS_COLS = 64, AS_PITCH = 264;  // block tile of A: 1 slot(s) of 256 x 64, col-major
+constexpr int BS_COLS = 256, BS_PITCH = 72;  // block tile of B: 1 slot(s) of 64 x 256, col-major
+constexpr int CS_COLS = 32, CS_PITCH = 32;  // per-warp staging tile of C, over the A/B tiles: 8 slot(s) of 32 x 32, col-major
+// swizzle zigzag 2 (line 20): panels of PANEL_N block-columns; odd panels walk M in reverse
+constexpr int PANEL_N = 2;
+// sync all (line 21): every barrier the lowering placed is kept
+// load_order alternate (line 19): B's tile is copied first
+// accumulate f32 (default): fragments accumulate in float
+// epilogue_via shared (line 22): C staged per warp in shared memory, converted and stored by lanes
+// target musa mp_22 (line 23): 128-thread warps
+// attributes mtgpu_tiny_offset, mtgpu_enable_ldma_index (line 24): passed to the kernel as __attribute__((...))
+}  // namespace s4000_edge_schedule
+
+extern "C" __global__
+__attribute__((mtgpu_tiny_offset))
+__attribute__((mtgpu_enable_ldma_index))
+void __launch_bounds__(s4000_edge_schedule::THREADS, 1)
+s4000_edge(const half* __restrict__ A, const half* __restrict__ B, half* __restrict__ C, int M, int N, int K)
+{
+    using namespace s4000_edge_schedule;
+    extern __shared__ __align__(128) unsigned char smem[];
+    // As: block tile of A, 33792 bytes at byte 0
+    half (*As)[AS_COLS][AS_PITCH] = reinterpret_cast<half (*)[AS_COLS][AS_PITCH]>(smem + 0);
+    // Bs: block tile of B, 36864 bytes at byte 33792
+    half (*Bs)[BS_COLS][BS_PITCH] = reinterpret_cast<half (*)[BS_COLS][BS_PITCH]>(smem + 33792);
+    // Cs: per-warp staging tile of C, over the A/B tiles, 32768 bytes at byte 0
+    float (*Cs)[CS_COLS][CS_PITCH] = reinterpret_cast<float (*)[CS_COLS][CS_PITCH]>(smem + 0);
+    const int warp = threadIdx.x / WARP_SIZE;
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in the block
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const int pid = blockIdx.x;  // one block per tile: tiles_m x tiles_n blocks
+    // swizzle zigzag 2: which tile this block computes
+    const int panel = pid / (PANEL_N * tiles_m);
+    const int idx = pid % (PANEL_N * tiles_m);
+    const int first_n = panel * PANEL_N;
+    const int width = min(tiles_n - first_n, PANEL_N);
+    const int row = idx / width;
+    const int bm = row + panel % 2 * (tiles_m - 1 - row * 2);
+    const int bn = first_n + idx % width;
+    wmma::fragment<wmma::matrix_a, MMA_M, MMA_N, MMA_K, half, wmma::col_major> a[4][1];
+    wmma::fragment<wmma::matrix_b, MMA_M, MMA_N, MMA_K, half, wmma::col_major> b[1][2];
+    wmma::fragment<wmma::accumulator, MMA_M, MMA_N, MMA_K, float> acc[4][2];
+
+    // once per fragment of the warp
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        #pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            wmma::fill_fragment(acc[i][j], 0.0f);
+        }
+    }
+    // block steps along K
+    for (int kt = 0; kt < (K + BK - 1) / BK; ++kt) {
+        if (kt % 2 == 0) {
+            // copy 256x64 A -> As, guarded: 4-element vectors over all 1024 threads; elements outside A (M x K) read as zero
+            #pragma unroll
+            for (int v = threadIdx.x; v < 4096; v += THREADS) {
+                const int c = v / 64, r = v % 64 * 4;
+                const int gr = bm * BM + r, gc = kt * BK + c;  // in A
+                if (M % 4 == 0 && gc < K && gr + 4 <= M) {  // a whole, aligned vector
+                    *reinterpret_cast<uint2*>(&As[0][c][r]) = *reinterpret_cast<const uint2*>(&A[(long long)(kt * BK + c) * M + (bm * BM + r)]);
+                } else {  // the edge: element by element
+                    #pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        (&As[0][c][r])[e] = (gc < K && gr + e < M) ? (&A[(long long)(kt * BK + c) * M + (bm * BM + r)])[e] : __float2half(0.0f);
+                    }
+                }
+            }
+            // copy 64x256 B -> Bs, guarded: 4-element vectors over all 1024 threads; elements outside B (K x N) read as zero
+            #pragma unroll
+            for (int v = threadIdx.x; v < 4096; v += THREADS) {
+                const int c = v / 16, r = v % 16 * 4;
+                const int gr = kt * BK + r, gc = bn * BN + c;  // in B
+                if (K % 4 == 0 && gc < N && gr + 4 <= K) {  // a whole, aligned vector
+                    *reinterpret_cast<uint2*>(&Bs[0][c][r]) = *reinterpret_cast<const uint2*>(&B[(long long)(bn * BN + c) * K + (kt * BK + r)]);
+                } else {  // the edge: element by element
+                    #pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        (&Bs[0][c][r])[e] = (gc < N && gr + e < K) ? (&B[(long long)(bn * BN + c) * K + (kt * BK + r)])[e] : __float2half(0.0f);
+                    }
+                }
+            }
+        } else {
+            // copy 64x256 B -> Bs, guarded: 4-element vectors over all 1024 threads; elements outside B (K x N) read as zero
+            #pragma unroll
+            for (int v = threadIdx.x; v < 4096; v += THREADS) {
+                const int c = v / 16, r = v % 16 * 4;
+                const int gr = kt * BK + r, gc = bn * BN + c;  // in B
+                if (K % 4 == 0 && gc < N && gr + 4 <= K) {  // a whole, aligned vector
+                    *reinterpret_cast<uint2*>(&Bs[0][c][r]) = *reinterpret_cast<const uint2*>(&B[(long long)(bn * BN + c) * K + (kt * BK + r)]);
+                } else {  // the edge: element by element
+                    #pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        (&Bs[0][c][r])[e] = (gc < N && gr + e < K) ? (&B[(long long)(bn * BN + c) * K + (kt * BK + r)])[e] : __float2half(0.0f);
+                    }
+                }
+            }
+            // copy 256x64 A -> As, guarded: 4-element vectors over all 1024 threads; elements outside A (M x K) read as zero
+            #pragma unroll
+            for (int v = threadIdx.x; v < 4096; v += THREADS) {
+                const int c = v / 64, r = v % 64 * 4;
+                const int gr = bm * BM + r, gc = kt * BK + c;  // in A
+                if (M % 4 == 0 && gc < K && gr + 4 <= M) {  // a whole, aligned vector
+                    *reinterpret_cast<uint2*>(&As[0][c][r]) = *reinterpret_cast<const uint2*>(&A[(long long)(kt * BK + c) * M + (bm * BM + r)]);
+                } else {  // the edge: element by element
+                    #pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        (&As[0][c][r])[e] = (gc < K && gr + e < M) ? (&A[(long long)(kt * BK + c) * M + (bm * BM + r)])[e] : __float2half(0.0f);
+                    }
+                }
+            }
+        }
+        __syncthreads();  // RAW: the copies into As, Bs (all threads) must land before any warp's fragment loads read them
+        // fragment steps of one block step
+        #pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                wmma::load_matrix_sync(a[i][0], &As[0][kk * MMA_K][(wm * 4 + i) * MMA_M], AS_PITCH);
+            }
+            #pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                wmma::load_matrix_sync(b[0][j], &Bs[0][(wn * 2 + j) * MMA_N][kk * MMA_K], BS_PITCH);
+            }
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                #pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    wmma::mma_sync(acc[i][j], a[i][0], b[0][j], acc[i][j]);
+                }
+            }
+        }
+        __syncthreads();  // WAR: every warp's fragment loads of this step must finish before the next step's copies overwrite As, Bs
+    }
+    __syncthreads();  // WAR: every warp must be done reading As, Bs before any warp's staging of C overwrites their bytes (Cs shares them)
+    // once per fragment of the warp
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        #pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            wmma::store_matrix_sync(&Cs[warp][0][0], acc[i][j], CS_PITCH, wmma::mem_col_major);
+            __syncthreads();  /* MUSA: no __syncwarp */  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
+            // copy 32x32 Cs -> C, guarded: 4-element vectors over the lanes of each warp; elements outside C (M x N) are not written
+            #pragma unroll
+            for (int v = lane; v < 256; v += WARP_SIZE) {
+                const int c = v / 8, r = v % 8 * 4;
+                const int gr = bm * BM + (wm * 4 + i) * MMA_M + r, gc = bn * BN + (wn * 2 + j) * MMA_N + c;  // in C
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    if (gc < N && gr + e < M) (&C[(long long)(bn * BN + (wn * 2 + j) * MMA_N + c) * M + (bm * BM + (wm * 4 + i) * MMA_M + r)])[e] = __float2half((&Cs[warp][c][r])[e]);
+                }
+            }
+            __syncthreads();  /* MUSA: no __syncwarp */  // WAR: the lanes' use of the warp's Cs slot must finish before the next fragment's turn overwrites it
+        }
+    }
+}
+
 // Host launcher: grid, block and shared memory of s4000, then a sync.
 extern "C" void s4000_launch(const half* A, const half* B, half* C, int M, int N, int K)
 {
     const int blocks = (M + 255) / 256 * ((N + 255) / 256);
     musaFuncSetAttribute(s4000, musaFuncAttributeMaxDynamicSharedMemorySize, 70656);
-    s4000<<<blocks, 1024, 70656>>>(A, B, C, M, N, K);
+    musaFuncSetAttribute(s4000_edge, musaFuncAttributeMaxDynamicSharedMemorySize, 70656);
+    if (M % 256 == 0 && N % 256 == 0 && K % 64 == 0) {  // multiples of the block tile: the unguarded kernel
+        s4000<<<blocks, 1024, 70656>>>(A, B, C, M, N, K);
+    } else {  // edge tiles: the guarded twin
+        s4000_edge<<<blocks, 1024, 70656>>>(A, B, C, M, N, K);
+    }
     musaDeviceSynchronize();
 }

@@ -20,6 +20,7 @@ from ..ir import (
     Copy,
     Fill,
     For,
+    GlobalTile,
     If,
     KernelIR,
     LoadFrag,
@@ -48,6 +49,7 @@ class CudaEmitter:
     warp_barrier = "__syncwarp();"
     to_half = "__float2half"
     to_float = "__half2float"
+    zero = {"f16": "__float2half(0.0f)", "bf16": "__float2bfloat16(0.0f)", "f32": "0.0f"}
     # cp.async (sm_80+): the copy engine moves global -> shared without the registers.
     async_helpers = """// cp.async helpers: .cg (L2 only) for 16-byte copies, .ca for 4 and 8 bytes.
 template <int BYTES>
@@ -79,11 +81,26 @@ __device__ __forceinline__ void cp_async_wait() {
             *self.headers,
             "",
         ]
+        if any("bf16" in (o.dtype for o in (k.gemm.a, k.gemm.b, k.gemm.c)) for k in kernels):
+            head[2:2] = ["#include <cuda_bf16.h>"]
         if any(isinstance(s, Copy) and s.mode == "async" for k in kernels for s in walk(k.body)):
             head += [self.async_helpers, ""]
         return "\n".join(head) + "\n" + "\n\n".join(self.emit_kernel(k) for k in kernels) + "\n"
 
     def emit_kernel(self, k: KernelIR) -> str:
+        lines = self._kernel_function(k)
+        if k.edge is not None:
+            lines += [
+                "",
+                f"// The guarded twin of {k.name}, launched for sizes that are not multiples of",
+                "// the block tile: partial tiles of A and B are zero-filled, C's stores are",
+                "// predicated (through the per-warp staging tile).",
+                *self._kernel_function(k.edge),
+            ]
+        lines += self._host_launcher(k)
+        return "\n".join(lines)
+
+    def _kernel_function(self, k: KernelIR) -> list[str]:
         ns = f"{k.name}_schedule"
         lines = [
             f"// ---- kernel {k.name}: {k.gemm.text}",
@@ -99,8 +116,7 @@ __device__ __forceinline__ void cp_async_wait() {
         body += self._stmts(k, k.body)
         lines += ["    " + x if x else "" for x in body]
         lines.append("}")
-        lines += self._host_launcher(k)
-        return "\n".join(lines)
+        return lines
 
     def _host_launcher(self, k: KernelIR) -> list[str]:
         """CUDA: none (CuPy launches from the launch description); MUSA overrides."""
@@ -390,6 +406,8 @@ __device__ __forceinline__ void cp_async_wait() {
         raise TypeError(f"cannot emit {type(s).__name__}")
 
     def _copy(self, k: KernelIR, c: Copy) -> list[str]:
+        if c.guard:
+            return self._guarded_copy(k, c)
         workers, first = ("THREADS", "threadIdx.x") if c.by == "block" else ("WARP_SIZE", "lane")
         src_t, dst_t = self._dtype(k, c.src), self._dtype(k, c.dst)
         along_rows = c.axis == "cols"  # vectors along a row: chunks walk rows
@@ -416,16 +434,98 @@ __device__ __forceinline__ void cp_async_wait() {
                 f"*reinterpret_cast<const {vt}*>(&{src_el});"
             )
         else:
-            convert = {("f32", "f16"): self.to_half, ("f16", "f32"): self.to_float}.get(
-                (src_t, dst_t), ""
-            )
+            value = self._converted(f"(&{src_el})[e]", src_t, dst_t)
             lines += [
                 "    #pragma unroll",
                 f"    for (int e = 0; e < {c.vector}; ++e) {{",
-                f"        (&{dst_el})[e] = {convert}((&{src_el})[e]);",
+                f"        (&{dst_el})[e] = {value};",
                 "    }",
             ]
         return lines + ["}"]
+
+    def _guarded_copy(self, k: KernelIR, c: Copy) -> list[str]:
+        """A copy whose global side may run past the operand (edge tiles).
+
+        Whole vectors where the vector lies inside the operand and the leading
+        dimension keeps it aligned; single elements elsewhere, zero-filled on loads and
+        skipped on stores. The tests are per chunk, so interior chunks of an edge tile
+        still move whole vectors.
+        """
+        workers, first = ("THREADS", "threadIdx.x") if c.by == "block" else ("WARP_SIZE", "lane")
+        src_t, dst_t = self._dtype(k, c.src), self._dtype(k, c.dst)
+        glob = c.src if isinstance(c.src, GlobalTile) else c.dst
+        op = k.gemm.operand(glob.operand)
+        rows_bound, cols_bound = (self._e(d) for d in op.dims[-2:])
+        along_rows = c.axis == "cols"
+        line, lines_n = (c.src.cols, c.src.rows) if along_rows else (c.src.rows, c.src.cols)
+        row_vecs = line // c.vector
+        grow, gcol = self._global_rc(glob, "r", "c")
+        if along_rows:
+            whole = f"gr < {rows_bound} && gc + {c.vector} <= {cols_bound}"
+            one = f"gr < {rows_bound} && gc + e < {cols_bound}"
+        else:
+            whole = f"gc < {cols_bound} && gr + {c.vector} <= {rows_bound}"
+            one = f"gc < {cols_bound} && gr + e < {rows_bound}"
+        ld = self._e(op.leading_dim)
+        src_el, dst_el = self._element(k, c.src, "r", "c"), self._element(k, c.dst, "r", "c")
+        nbytes = c.vector * DTYPE_BYTES[src_t]
+        who = f"all {k.threads} threads" if c.by == "block" else "the lanes of each warp"
+        load = glob is c.src
+        out = [
+            f"// copy {c.src.rows}x{c.src.cols} {self._name(c.src)} -> {self._name(c.dst)}, "
+            f"guarded: {c.vector}-element vectors over {who}; elements outside "
+            f"{op.name} ({rows_bound} x {cols_bound}) "
+            + ("read as zero" if load else "are not written"),
+            "#pragma unroll",
+            f"for (int v = {first}; v < {lines_n * row_vecs}; v += {workers}) {{",
+            f"    const int r = v / {row_vecs}, c = v % {row_vecs} * {c.vector};"
+            if along_rows
+            else f"    const int c = v / {row_vecs}, r = v % {row_vecs} * {c.vector};",
+            f"    const int gr = {grow}, gc = {gcol};  // in {op.name}",
+        ]
+        vector_copy = None
+        if c.vector > 1 and src_t == dst_t:
+            if c.mode == "async":
+                vector_copy = f"cp_async<{nbytes}>(&{dst_el}, &{src_el});"
+            elif nbytes in _VECTOR_TYPES:
+                vt = _VECTOR_TYPES[nbytes]
+                vector_copy = (
+                    f"*reinterpret_cast<{vt}*>(&{dst_el}) = "
+                    f"*reinterpret_cast<const {vt}*>(&{src_el});"
+                )
+        value = self._converted(f"(&{src_el})[e]", src_t, dst_t)
+        if load:
+            element = f"(&{dst_el})[e] = ({one}) ? {value} : {self.zero[dst_t]};"
+        else:
+            element = f"if ({one}) (&{dst_el})[e] = {value};"
+        loop = [
+            "#pragma unroll",
+            f"for (int e = 0; e < {c.vector}; ++e) {{",
+            f"    {element}",
+            "}",
+        ]
+        if vector_copy is None:
+            out += ["    " + x for x in loop]
+        else:
+            out += [
+                f"    if ({ld} % {c.vector} == 0 && {whole}) {{  // a whole, aligned vector",
+                f"        {vector_copy}",
+                "    } else {  // the edge: element by element",
+                *("        " + x for x in loop),
+                "    }",
+            ]
+        return out + ["}"]
+
+    def _converted(self, expr: str, src: str, dst: str) -> str:
+        """`expr` of type `src` as a `dst` value (through float, as the hardware converts)."""
+        if src == dst:
+            return expr
+        as_float = {"f16": f"{self.to_float}({expr})", "bf16": f"__bfloat162float({expr})"}.get(
+            src, expr
+        )
+        return {"f16": f"{self.to_half}({as_float})", "bf16": f"__float2bfloat16({as_float})"}.get(
+            dst, as_float
+        )
 
     # ------------------------------------------------------------ addressing
     def _dtype(self, k: KernelIR, tile: Tile) -> str:
@@ -442,6 +542,12 @@ __device__ __forceinline__ void cp_async_wait() {
     @staticmethod
     def _name(tile: Tile) -> str:
         return tile.buffer if isinstance(tile, SharedTile) else tile.operand
+
+    def _global_rc(self, tile: GlobalTile, r: str, c: str) -> tuple[str, str]:
+        """Row and column in the operand of element (r, c) of a global tile."""
+        row = self._plus(self._e(tile.offset[0]), r)
+        col = self._plus(self._e(tile.offset[1]), c)
+        return self._plus(self._e(tile.origin[0]), row), self._plus(self._e(tile.origin[1]), col)
 
     def _element(self, k: KernelIR, tile: Tile, r: str, c: str) -> str:
         """The C lvalue of element (r, c) of `tile` (r and c are C expressions)."""

@@ -45,14 +45,31 @@ class MusaEmitter(CudaEmitter):
             "{",
             f"    const int blocks = {to_c(launch.grid, named=False)};",
         ]
-        if launch.smem_bytes > 48 * 1024:
-            out.append(
-                f"    musaFuncSetAttribute({k.name}, "
-                f"musaFuncAttributeMaxDynamicSharedMemorySize, {launch.smem_bytes});"
+        launches = [(k, launch)]
+        if launch.edge is not None:
+            launches.append((k.edge, launch.edge))
+        for kernel, each in launches:
+            if each.smem_bytes > 48 * 1024:
+                out.append(
+                    f"    musaFuncSetAttribute({kernel.name}, "
+                    f"musaFuncAttributeMaxDynamicSharedMemorySize, {each.smem_bytes});"
+                )
+        call = f"{k.name}<<<blocks, {k.threads}, {launch.smem_bytes}>>>({args});"
+        if launch.edge is None:
+            out.append(f"    {call}")
+        else:
+            (bm, bn, bk), g = k.schedule.block, k.gemm
+            fits = " && ".join(
+                f"{to_c(dim, named=False)} % {tile} == 0"
+                for dim, tile in ((g.m, bm), (g.n, bn), (g.k, bk))
             )
-        out += [
-            f"    {k.name}<<<blocks, {k.threads}, {launch.smem_bytes}>>>({args});",
-            "    musaDeviceSynchronize();",
-            "}",
-        ]
+            edge = f"{k.edge.name}<<<blocks, {k.edge.threads}, {launch.edge.smem_bytes}>>>({args});"
+            out += [
+                f"    if ({fits}) {{  // multiples of the block tile: the unguarded kernel",
+                f"        {call}",
+                "    } else {  // edge tiles: the guarded twin",
+                f"        {edge}",
+                "    }",
+            ]
+        out += ["    musaDeviceSynchronize();", "}"]
         return out
