@@ -328,7 +328,16 @@ def test_tuning_set_is_refused_with_a_pointer_to_tune(tmp_path: Path, capsys) ->
 
 
 UNBUILT = [
-    pytest.param((*BUILDABLE, "epilogue relu"), "epilogue relu", id="epilogue"),
+    pytest.param(
+        (*BUILDABLE, "coarsen 2 x 2", "target musa mp_22", "accumulate f16"),
+        "accumulate f16",
+        id="musa-accumulate-f16",
+    ),
+    pytest.param(
+        (*BUILDABLE, "coarsen 2 x 2", "target musa mp_22", "epilogue relu"),
+        "epilogue relu",
+        id="musa-epilogue",
+    ),
 ]
 
 

@@ -179,9 +179,17 @@ def test_errors_of_every_kernel_in_one_report():
 
 
 UNBUILT = {
-    "epilogue": (
-        edit("    sync    all\n", "    sync    all\n    epilogue relu\n"),
-        (12, 5, "epilogue relu is not built yet: it needs epilogue support"),
+    "epilogue on MUSA": (
+        edit("    sync    all\n", "    sync    all\n    epilogue relu\n")
+        .replace("    block   64 x 64 x 32\n", "    block   64 x 64 x 32\n    coarsen 2 x 2\n")
+        .replace("    sync    all\n", "    sync    all\n    target  musa mp_22\n"),
+        (
+            14,
+            5,
+            "epilogue relu on musa mp_22 is not built yet: it needs MUSA's round-to-nearest "
+            "float intrinsics (the CUDA epilogue uses __fmul_rn and __fadd_rn so that it is "
+            "exact), which the S4000 seed does not document",
+        ),
     ),
     "f16 C stored directly": (
         edit("C: f32", "C: f16").replace(

@@ -46,6 +46,7 @@ def analyze(
     if gemm is not None:
         sched = _resolve_operand_defaults(sched, gemm, pads, errs)
         _check_types(gemm, sched, target, errs)
+        _check_epilogue(gemm, sched, errs)
     _check_shapes(sched, target, gemm, errs)
     return None if gemm is None else Analysis(kernel.name, gemm, sched, target)
 
@@ -53,8 +54,10 @@ def analyze(
 def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Collector) -> Schedule:
     updates: dict = {}
     if "epilogue_via" not in sched.written:
-        # Direct only when the accumulator is C's type: a fragment store cannot convert.
-        updates["epilogue_via"] = "direct" if gemm.c.dtype == sched.accumulate else "shared"
+        # Direct only when the accumulator is C's type (a fragment store cannot convert)
+        # and there is no epilogue (it needs each element's column: the staging tile's).
+        direct = gemm.c.dtype == sched.accumulate and not sched.epilogue
+        updates["epilogue_via"] = "direct" if direct else "shared"
     for name, (value, loc) in pads.items():
         if name == gemm.a.name:
             updates["pad_a"] = value
@@ -92,6 +95,64 @@ def _check_types(gemm: Gemm, sched: Schedule, target: Target, errs: Collector) -
             f"cannot accumulate in '{sched.accumulate}'",
             "write `accumulate f32` (default) or `accumulate f16`",
         )
+
+
+def _check_epilogue(gemm: Gemm, sched: Schedule, errs: Collector) -> None:
+    """alpha and beta are numbers, each step once; a bias names a declared [N] vector; every
+    operand outside the product is some bias."""
+    loc = sched.loc("epilogue")
+    seen: set[str] = set()
+    biases: set[str] = set()
+    for group in sched.epilogue:
+        word = group[0]
+        if word in seen and word != "bias":
+            errs.add(loc, f"'{word}' appears twice in the epilogue", f"keep one '{word}'")
+        seen.add(word)
+        if word in ("alpha", "beta"):
+            try:
+                float(group[1])
+            except (IndexError, ValueError):
+                errs.add(loc, f"'{word}' takes a number", f"e.g. `epilogue {word} 1.5`")
+        elif word == "bias":
+            name = group[1] if len(group) > 1 else ""
+            extras = {op.name: op for op in gemm.extras}
+            if name not in extras:
+                errs.add(
+                    loc,
+                    f"bias '{name}' is not a declared vector"
+                    + (" (it is an operand of the product)" if name in _product(gemm) else ""),
+                    f"declare it, e.g. `{name or 'D'}: f32[{gemm.n}] row`",
+                )
+                continue
+            op = extras[name]
+            if len(op.dims) != 1 or op.dims[0] != gemm.n:
+                errs.add(
+                    op.loc,
+                    f"bias '{name}' must be one value per column of C, [{gemm.n}]; it is "
+                    f"[{', '.join(map(str, op.dims))}]",
+                    f"declare `{name}: {op.dtype}[{gemm.n}] row`",
+                )
+            if name in biases:
+                errs.add(loc, f"bias '{name}' is added twice", "name each bias once")
+            biases.add(name)
+    for op in gemm.extras:
+        if op.name not in biases:
+            errs.add(
+                op.loc,
+                f"operand '{op.name}' is declared but neither the product nor the epilogue uses it",
+                f"add `epilogue bias {op.name}` or drop the declaration",
+            )
+    if sched.epilogue and sched.epilogue_via == "direct" and "epilogue_via" in sched.written:
+        errs.add(
+            sched.loc("epilogue_via"),
+            "an epilogue runs as C leaves the per-warp staging tile, where each element's "
+            "column is known; epilogue_via direct stores fragments straight to C",
+            "write `epilogue_via shared`, or drop the line (the default with an epilogue)",
+        )
+
+
+def _product(gemm: Gemm) -> tuple[str, ...]:
+    return (gemm.a.name, gemm.b.name, gemm.c.name)
 
 
 def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Collector) -> None:

@@ -97,6 +97,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--kernel", metavar="NAME", help="which kernel of the file (default: each)")
     r.add_argument("--seed", type=int, help="seed for the random inputs (default: fresh)")
     r.add_argument(
+        "--batch",
+        type=int,
+        metavar="L",
+        help="products of a batched GEMM (default: 2 for a batched kernel, else 1)",
+    )
+    r.add_argument(
         "--sanitize",
         action="append",
         metavar="TOOL",
@@ -287,6 +293,12 @@ def _run(args) -> int:
                     "(choose with --size MxNxK)",
                     file=sys.stderr,
                 )
+            batch = args.batch if args.batch is not None else 1
+            if args.batch is None and kernel.gemm.batch is not None:
+                batch = 2
+                print(f"{kernel.name}: batch of {batch} (choose with --batch L)", file=sys.stderr)
+            if batch < 1:
+                raise UsageError("--batch takes a positive number of products")
             try:
                 if use_gpu:
                     report = run_gpu(
@@ -298,9 +310,10 @@ def _run(args) -> int:
                         Path.cwd(),
                         use_cache=not args.no_cache,
                         source_name=Path(name).with_suffix(".cu").name,
+                        batch=batch,
                     )
                 else:
-                    report = run_cpu(kernel, size, args.seed, Path.cwd())
+                    report = run_cpu(kernel, size, args.seed, Path.cwd(), batch=batch)
             except SizeError as err:
                 raise UsageError(f"{kernel.name}: {err}") from None
             report.lines.insert(0, "pipeline: " + " -> ".join(ran))

@@ -7,7 +7,9 @@ are 16 short rows; staging lets each lane convert and store whole vectors:
                                                barrier warp   RAW: fragment store before lane reads
                                                copy C @ o + off <- Cs[warp]     (lanes, converting)
 
-and for `+=`, the accumulator's load from C goes the same way in reverse.
+and for `+=`, the accumulator's load from C goes the same way in reverse. An
+`epilogue` directive rides on the copy to C (tiledsl.epilogue_ops): each element is
+scaled, combined with C, biased and clamped as the lanes store it.
 Each warp owns one slot of Cs, so no block-wide barrier is needed. This is part
 of lowering, not a pass: WMMA cannot move an f32 fragment to f16 memory, so even
 the naive form must stage an f16 C to be valid code.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .epilogue_ops import Epilogue
 from .expr import Const, Var
 from .ir import (
     DTYPE_BYTES,
@@ -58,6 +61,7 @@ def stage_epilogue(kernel: KernelIR) -> KernelIR:
     vector = 16 // max(DTYPE_BYTES[c_dtype], DTYPE_BYTES[acc.dtype]) if line * 4 % 16 == 0 else 1
     axis = "cols" if layout == "row" else "rows"
     loc = s.loc("epilogue_via")
+    epilogue = Epilogue.of(s, kernel.gemm)
 
     def stage(stmt):
         if isinstance(stmt, For):
@@ -70,7 +74,7 @@ def stage_epilogue(kernel: KernelIR) -> KernelIR:
                     "RAW: the warp's fragment store to Cs must land before its lanes read Cs",
                     loc,
                 ),
-                Copy(stmt.dst, slot, vector, "warp", "sync", loc, axis),
+                Copy(stmt.dst, slot, vector, "warp", "sync", loc, axis, epilogue=epilogue),
             )
         if (
             isinstance(stmt, LoadFrag)

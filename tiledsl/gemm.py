@@ -31,6 +31,12 @@ class OperandInfo:
     dims: tuple[Expr, ...]
     layout: str
     loc: Loc = field(compare=False, repr=False)
+    batch: Expr | None = None  # the batch count of a batched operand (dims are one matrix's)
+
+    @property
+    def matrix_elements(self) -> Expr:
+        """Elements of one matrix: how far apart consecutive batches lie."""
+        return self.dims[-2] * self.dims[-1]
 
     @property
     def leading_dim(self) -> Expr:
@@ -42,7 +48,8 @@ class OperandInfo:
         return col * self.leading_dim + row
 
     def __str__(self) -> str:
-        return f"{self.name}: {self.dtype}[{', '.join(map(str, self.dims))}] {self.layout}"
+        dims = ((self.batch,) if self.batch is not None else ()) + tuple(self.dims)
+        return f"{self.name}: {self.dtype}[{', '.join(map(str, dims))}] {self.layout}"
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,9 @@ class Gemm:
     k: Expr
     accumulate: bool  # '+=': C is read and added to
     text: str  # the computation line as written
+    # Declared operands outside the product (a bias vector of the epilogue), in order.
+    extras: tuple[OperandInfo, ...] = ()
+    batch: Expr | None = None  # batched GEMM: how many products (C's leading dimension)
 
     @property
     def size_args(self) -> tuple[str, ...]:
@@ -64,7 +74,7 @@ class Gemm:
         return tuple(e.name for e in (self.m, self.n, self.k) if isinstance(e, Var))
 
     def operand(self, name: str) -> OperandInfo:
-        return {o.name: o for o in (self.a, self.b, self.c)}[name]
+        return {o.name: o for o in (self.a, self.b, self.c, *self.extras)}[name]
 
 
 # ---------------------------------------------------------------- the GEMM
@@ -141,15 +151,41 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
                 f"index it as {acc.name}[{', '.join('ij'[: len(decl.dims)])}…]",
             )
             return None
-    if any(len(acc.indices) != 2 for acc in accesses):
+    # A batched GEMM: C's leading index (3 indices) is the batch; A and B either share it as
+    # their leading index or are 2-D, the same matrix for every batch.
+    letters = {acc.name: tuple(w.text for w in acc.indices) for acc in accesses}
+    batch_letter = letters[comp.out.name][0] if len(comp.out.indices) == 3 else None
+    for acc in accesses:
+        n_idx = len(acc.indices)
+        if n_idx == 2 or (n_idx == 3 and batch_letter and letters[acc.name][0] == batch_letter):
+            continue
         errs.add(
-            comp.loc,
-            "only 2-D operands are built so far",
-            "batched operands (a leading batch dimension) come with any-shape support",
+            acc.loc,
+            f"'{acc.name}' is indexed with {n_idx} indices; operands are matrices [r, c], or "
+            "batches of them [b, r, c] whose first index is C's first (the batch)",
+            "write C[b, m, n] = A[b, m, k] * B[b, k, n] (or B[k, n]: one B for every batch)",
         )
         return None
-    out_i, out_j = (w.text for w in comp.out.indices)
-    lhs, rhs = [tuple(w.text for w in acc.indices) for acc in (comp.lhs, comp.rhs)]
+    batch_dims = {}
+    for acc in accesses:
+        decl = operands[acc.name]
+        if len(acc.indices) == 3:
+            batch_dims[acc.name] = decl.dims[0]
+            letters[acc.name] = letters[acc.name][1:]
+            operands[acc.name] = OperandInfo(
+                decl.name, decl.dtype, decl.dims[1:], decl.layout, decl.loc, decl.dims[0]
+            )
+    if len(set(batch_dims.values())) > 1:
+        errs.add(
+            comp.loc,
+            "the batch index runs over "
+            + " and ".join(f"{d} in {name}" for name, d in batch_dims.items())
+            + ": the shapes do not agree",
+            "declare every batched operand with the same leading dimension",
+        )
+        return None
+    out_i, out_j = letters[comp.out.name]
+    lhs, rhs = letters[comp.lhs.name], letters[comp.rhs.name]
     reduction = set(lhs) & set(rhs)
     if len(reduction) != 1 or out_i not in lhs or out_j not in rhs or out_i == out_j:
         errs.add(
@@ -172,7 +208,7 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
     # Bind each index letter to the dims it indexes; they must agree.
     bound: dict[str, tuple[Expr, S.Access]] = {}
     for acc, decl in ((comp.out, c), (comp.lhs, a), (comp.rhs, b)):
-        for letter, dim in zip((w.text for w in acc.indices), decl.dims):
+        for letter, dim in zip(letters[acc.name], decl.dims):
             if letter in bound and bound[letter][0] != dim:
                 other = bound[letter][1]
                 errs.add(
@@ -195,6 +231,8 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
         k=bound[k_idx][0],
         accumulate=comp.op == "+=",
         text=text,
+        extras=tuple(op for name, op in operands.items() if name not in (c.name, a.name, b.name)),
+        batch=c.batch,
     )
 
 
@@ -203,7 +241,7 @@ def _oriented(op: OperandInfo, written: tuple[str, ...], wanted: tuple[str, str]
     if written == wanted:
         return op
     flipped = "col" if op.layout == "row" else "row"
-    return OperandInfo(op.name, op.dtype, tuple(reversed(op.dims)), flipped, op.loc)
+    return OperandInfo(op.name, op.dtype, tuple(reversed(op.dims)), flipped, op.loc, op.batch)
 
 
 def _access(acc: S.Access) -> str:

@@ -24,6 +24,7 @@ which the interpreter runs a phase cannot hide a race.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -132,8 +133,10 @@ class _Interpreter:
     def run(self) -> Stats:
         grid = {name: int(evaluate(e, self.sizes)) for name, e in grid_vars(self.k).items()}
         mapping = block_tile(self.k)
-        for pid in range(grid["tiles_m"] * grid["tiles_n"]):
-            env = {**self.sizes, **grid, "pid": pid}
+        batch = self.k.gemm.batch
+        batches = int(evaluate(batch, self.sizes)) if batch is not None else 1
+        for bz, pid in itertools.product(range(batches), range(grid["tiles_m"] * grid["tiles_n"])):
+            env = {**self.sizes, **grid, "pid": pid, "bz": bz}
             for name, e in mapping.items():  # in order: each step may use the ones before
                 env[name] = int(evaluate(e, env))
             env.update(self.warp_env)
@@ -275,6 +278,8 @@ class _Interpreter:
                 f"{what} reaches outside {op.name} ({n_rows} x {n_cols}) in block {blk.env['pid']}"
             )
         flat = np.asarray(evaluate(op.offset(Var("r"), Var("c")), {**blk.env, "r": gr, "c": gc}))
+        if op.batch is not None:  # this block's product of the batch
+            flat = flat + blk.env["bz"] * int(evaluate(op.matrix_elements, blk.env))
         return self.arrays[op.name], flat, None
 
     def _warp_tile(self, blk, tile, stmt):
@@ -344,7 +349,10 @@ class _Interpreter:
             sunits = np.broadcast_to(sunits, (*shape, *sunits.shape[len(shape) :]))
             self._not_in_flight(blk, sunits, c)
             self._log(blk, sunits, _expand(issuers, sunits), False, c)
-        values = convert(src[sflat], self._dtype(c.src), self._dtype(c.dst))
+        if c.epilogue is not None:
+            values = self._epilogue(blk, c, src[sflat], dst, dflat, cols, shape)
+        else:
+            values = convert(src[sflat], self._dtype(c.src), self._dtype(c.dst))
         if mask is not None and dunits is not None:
             values = np.where(mask, values, np.zeros((), dst.dtype))  # a load: zero-filled
         if dunits is None:
@@ -362,6 +370,23 @@ class _Interpreter:
         else:
             dst[dflat] = values
             self._log(blk, dunits, _expand(issuers, dunits), True, c)
+
+    def _epilogue(self, blk: _Block, c: Copy, stored, dst, dflat, cols, shape):
+        """C's storage values after the epilogue: as the kernel computes them, in float32."""
+        ep = c.epilogue
+        acc = decode(stored, self._dtype(c.src)).astype(np.float32)
+        c_old = decode(dst[dflat], self._dtype(c.dst)) if ep.reads_c else None
+        biases = {}
+        if ep.bias_operands:
+            col = np.asarray(evaluate(c.dst.origin[1], blk.env)).reshape(-1, 1, 1)
+            col = col + np.asarray(evaluate(c.dst.offset[1], blk.env)).reshape(-1, 1, 1) + cols
+            col = np.broadcast_to(col, shape)
+            for name in ep.bias_operands:
+                op = self.k.gemm.operand(name)
+                n = int(evaluate(op.dims[0], blk.env))
+                values = decode(self.arrays[name], op.dtype)
+                biases[name] = values[np.clip(col, 0, n - 1)]  # clipped: skipped past the edge
+        return encode(ep.apply(acc, c_old, biases), self._dtype(c.dst))
 
     def _not_in_flight(self, blk: _Block, units, stmt) -> None:
         if blk.inflight[units].any():

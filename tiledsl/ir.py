@@ -163,6 +163,8 @@ class Copy:
     # Edge tiles: elements of the global side outside the operand are not touched; a load
     # fills them with zeros (they add nothing to the product), a store skips them.
     guard: bool = False
+    # The epilogue (tiledsl.epilogue_ops.Epilogue) applied to each element on its way to C.
+    epilogue: object | None = None
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,23 @@ class Launch:
     block_tile: tuple[int, int, int]
     # The guarded twin's launch (tiledsl.edges), for sizes that are not multiples of the tile.
     edge: Launch | None = None
+    batch: Expr | None = None  # batched GEMM: one grid row (blockIdx.y) per product
 
     def blocks(self, sizes: dict[str, int]) -> int:
         return int(evaluate(self.grid, sizes))
 
+    def grid_dims(self, sizes: dict[str, int]) -> tuple[int, int]:
+        """(x, y) of the grid: the tiles of one product, and the products of a batch."""
+        return self.blocks(sizes), int(evaluate(self.batch, sizes)) if self.batch else 1
+
     def to_json(self) -> dict:
         return {
             "kernel": self.kernel,
-            "grid": {"x": to_c(self.grid, named=False), "y": 1, "z": 1},
+            "grid": {
+                "x": to_c(self.grid, named=False),
+                "y": to_c(self.batch, named=False) if self.batch is not None else 1,
+                "z": 1,
+            },
             "block": {"x": self.threads, "y": 1, "z": 1},
             "dynamic_shared_memory_bytes": self.smem_bytes,
             "args": [list(a) for a in self.args],
@@ -55,6 +64,7 @@ def launch_of(kernel: KernelIR) -> Launch:
         (g.a.name, f"const {C_TYPES[g.a.dtype]}*"),
         (g.b.name, f"const {C_TYPES[g.b.dtype]}*"),
         (g.c.name, f"{C_TYPES[g.c.dtype]}*"),
+        *((op.name, f"const {C_TYPES[op.dtype]}*") for op in g.extras),
         *((name, "int") for name in g.size_args),
     )
     return Launch(
@@ -65,4 +75,5 @@ def launch_of(kernel: KernelIR) -> Launch:
         args,
         kernel.schedule.block,
         launch_of(kernel.edge) if kernel.edge is not None else None,
+        g.batch,
     )

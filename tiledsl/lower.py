@@ -78,7 +78,8 @@ def lower(analysis: Analysis) -> KernelIR:
     main_loop = For(
         "kt", Const(0), ceil_div(g.k, c["BK"]), 1, (k_steps,), comment="block steps along K"
     )
-    init = LoadFrag(acc, c_tile) if g.accumulate else Fill(acc, 0.0)
+    # With an epilogue, `+=` reads C in the epilogue (beta 1), so the accumulator starts at 0.
+    init = LoadFrag(acc, c_tile) if g.accumulate and not s.epilogue else Fill(acc, 0.0)
     body = (init, main_loop, StoreFrag(c_tile, acc))
     warps = (s.block[0] // mm, s.block[1] // mn)
     kernel = KernelIR(analysis.name, g, s, analysis.target, warps, (), fragments, body)

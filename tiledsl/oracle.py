@@ -22,7 +22,7 @@ stay far below 2**53), never numpy's integer matmul, which has no BLAS.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -49,8 +49,8 @@ def xp_of(array):
 def to_storage(op: OperandInfo, logical):
     """A logical (rows x cols) array of values as the 1-D memory the kernel reads."""
     xp = xp_of(logical)
-    arranged = xp.ascontiguousarray(logical if op.layout == "row" else logical.T).ravel()
-    return encode(arranged, op.dtype)
+    matrices = logical if op.layout == "row" else xp.swapaxes(logical, -1, -2)
+    return encode(xp.ascontiguousarray(matrices).ravel(), op.dtype)
 
 
 def from_storage(op: OperandInfo, flat: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
@@ -58,7 +58,19 @@ def from_storage(op: OperandInfo, flat: np.ndarray, shape: tuple[int, int]) -> n
     values = decode(flat, op.dtype)
     if op.layout == "row":
         return values.reshape(shape)
-    return values.reshape(shape[::-1]).T
+    flipped = (*shape[:-2], shape[-1], shape[-2])  # each matrix stored transposed
+    xp = xp_of(values)
+    return xp.swapaxes(values.reshape(flipped), -1, -2)
+
+
+def _apply64(epilogue, product, c0, extras, xp):
+    """The epilogue in float64: the reference the statistical oracle bounds against."""
+    v = epilogue.alpha * product
+    if epilogue.reads_c:
+        v = v + epilogue.beta * c0
+    for op, name in epilogue.steps:
+        v = v + extras[name] if op == "bias" else xp.maximum(v, 0.0)
+    return v
 
 
 def round_to(values, dtype: str):
@@ -72,7 +84,8 @@ def round_to(values, dtype: str):
 class Inputs:
     a: np.ndarray
     b: np.ndarray
-    c_in: np.ndarray  # the initial C (NaN poison for '=', data for '+=')
+    c_in: np.ndarray  # the initial C (NaN poison for '=', data for '+=' or an epilogue's beta)
+    extras: dict = field(default_factory=dict)  # the epilogue's bias vectors, by name
 
 
 def make_inputs(
@@ -83,6 +96,8 @@ def make_inputs(
     kind: str,
     rng: np.random.Generator,
     acc: str = "f32",
+    epilogue=None,
+    batch: int = 1,
 ) -> Inputs:
     """Fresh inputs: kind 'exact' (integers in [-2, 2]) or 'normal' (N(0, 1)), rounded to
     each operand's type. Under `acc` f16 the exact inputs use at most F16_ACTIVE_K columns
@@ -93,20 +108,31 @@ def make_inputs(
             return rng.integers(-2, 3, size=shape).astype(VALUE[dtype])
         return round_to(rng.standard_normal(shape).astype(np.float32), dtype)
 
+    out = VALUE[gemm.c.dtype]
+
+    def lead(op):  # a batched operand gets the batch axis first
+        return (batch,) if op.batch is not None else ()
+
     for _ in range(20):
-        a, b = draw((m, k), gemm.a.dtype), draw((k, n), gemm.b.dtype)
+        a = draw((*lead(gemm.a), m, k), gemm.a.dtype)
+        b = draw((*lead(gemm.b), k, n), gemm.b.dtype)
         if kind == "exact" and acc == "f16" and k > F16_ACTIVE_K:
             quiet = rng.permutation(k)[F16_ACTIVE_K:]
-            a[:, quiet] = 0
+            a[..., quiet] = 0
+        reads_c = gemm.accumulate if epilogue is None else epilogue.reads_c
+        c_shape = (*lead(gemm.c), m, n)
+        c_in = draw(c_shape, gemm.c.dtype) if reads_c else np.full(c_shape, np.nan, out)
         # A tiny product (one row, K = 1) can come out all zeros, which proves nothing:
         # draw again. Large ones are checked too cheaply to matter, or not at all.
         if kind != "exact" or m * n * k > 1 << 20:
             break
-        if (a.astype(np.float64) @ b.astype(np.float64)).any():
+        expected = a.astype(np.float64) @ b.astype(np.float64)
+        if reads_c:
+            expected += c_in
+        if expected.any():
             break
-    out = VALUE[gemm.c.dtype]
-    c_in = draw((m, n), gemm.c.dtype) if gemm.accumulate else np.full((m, n), np.nan, out)
-    return Inputs(a, b, c_in)
+    extras = {op.name: draw((n,), op.dtype) for op in gemm.extras}
+    return Inputs(a, b, c_in, extras)
 
 
 @dataclass
@@ -118,51 +144,72 @@ class Check:
 
 
 def to_device(inputs: Inputs, xp) -> Inputs:
-    return Inputs(xp.asarray(inputs.a), xp.asarray(inputs.b), xp.asarray(inputs.c_in))
+    extras = {name: xp.asarray(v) for name, v in inputs.extras.items()}
+    return Inputs(xp.asarray(inputs.a), xp.asarray(inputs.b), xp.asarray(inputs.c_in), extras)
 
 
-def check_exact(gemm: Gemm, inputs: Inputs, out, tile: tuple[int, int]) -> Check:
+def check_exact(gemm: Gemm, inputs: Inputs, out, tile: tuple[int, int], epilogue=None) -> Check:
     xp = xp_of(out)
     expected = inputs.a.astype(xp.float64) @ inputs.b.astype(xp.float64)
-    if gemm.accumulate:
+    if epilogue is not None:
+        # The product is exact in f32; the epilogue's steps round as the kernel's do.
+        if not bool(expected.any()):
+            return Check("exact oracle", False, "the product is all zeros: it proves nothing")
+        expected = epilogue.apply(expected.astype(xp.float32), inputs.c_in, inputs.extras, xp)
+    elif gemm.accumulate:
         expected = expected + inputs.c_in.astype(xp.float64)
-    if not bool(expected.any()):
+    if epilogue is None and not bool(expected.any()):
         return Check("exact oracle", False, "the reference is all zeros: the inputs prove nothing")
     want = round_to(expected.astype(xp.float32), gemm.c.dtype)
     same = out == want
     if bool(same.all()):
         return Check("exact oracle", True, "bit-exact")
-    i, j = map(int, xp.argwhere(~same)[0])
+    where = tuple(int(x) for x in xp.argwhere(~same)[0])
+    *batch, i, j = where
     bad = int((~same).sum())
     return Check(
         "exact oracle",
         False,
-        f"{bad} of {same.size} elements differ; first at C[{i}, {j}] = "
-        f"{float(out[i, j])} (expected {float(want[i, j])}), in block tile "
+        f"{bad} of {same.size} elements differ; first at C[{', '.join(map(str, where))}] = "
+        f"{float(out[where])} (expected {float(want[where])}), in block tile "
         f"({i // tile[0]}, {j // tile[1]})",
     )
 
 
-def check_statistical(gemm: Gemm, inputs: Inputs, out, acc: str = "f32") -> Check:
+def check_statistical(gemm: Gemm, inputs: Inputs, out, acc: str = "f32", epilogue=None) -> Check:
     xp = xp_of(out)
     a, b = inputs.a.astype(xp.float64), inputs.b.astype(xp.float64)
-    c0 = inputs.c_in.astype(xp.float64) if gemm.accumulate else 0.0
-    ref = a @ b + c0
-    k = a.shape[1]
-    magnitude = xp.abs(a) @ xp.abs(b) + xp.abs(c0)
+    reads_c = gemm.accumulate if epilogue is None else epilogue.reads_c
+    c0 = inputs.c_in.astype(xp.float64) if reads_c else 0.0
+    k = a.shape[-1]
     u_out = {"f16": 2.0**-11, "bf16": 2.0**-8}.get(gemm.c.dtype, 0.0)
     floor = 2.0**-24 if gemm.c.dtype == "f16" else 0.0  # f16's subnormal spacing
     u_acc = 2.0**-11 if acc == "f16" else 2.0**-24
-    accumulated = k * u_acc * magnitude
+    if epilogue is None:
+        ref = a @ b + c0
+        magnitude = xp.abs(a) @ xp.abs(b) + xp.abs(c0)
+        accumulated = k * u_acc * magnitude
+    else:
+        # The product's error scaled by |alpha|, plus one f32 rounding per epilogue step
+        # (relu does not grow an error); the bound is taken on the sum of the magnitudes.
+        product = a @ b
+        extras = {n: v.astype(xp.float64) for n, v in inputs.extras.items()}
+        ref = _apply64(epilogue, product, c0, extras, xp)
+        terms = abs(epilogue.alpha) * xp.abs(product) + abs(epilogue.beta) * xp.abs(c0)
+        for name in epilogue.bias_operands:
+            terms = terms + xp.abs(extras[name])
+        steps = 1 + len(epilogue.steps) + (epilogue.alpha != 1.0) + 2 * epilogue.reads_c
+        magnitude = xp.abs(a) @ xp.abs(b)
+        accumulated = abs(epilogue.alpha) * k * u_acc * magnitude + steps * 2.0**-24 * terms
     bound = accumulated + u_out * (xp.abs(ref) + accumulated) + floor
     got = out.astype(xp.float64)
     finite = xp.isfinite(got)
     if not bool(finite.all()):
-        i, j = map(int, xp.argwhere(~finite)[0])
+        where = tuple(int(x) for x in xp.argwhere(~finite)[0])
         return Check(
             "statistical oracle",
             False,
-            f"C[{i}, {j}] = {float(got[i, j])}: not finite (unwritten?)",
+            f"C[{', '.join(map(str, where))}] = {float(got[where])}: not finite (unwritten?)",
             float("inf"),
         )
     err = xp.abs(got - ref)

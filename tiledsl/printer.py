@@ -92,7 +92,9 @@ def stmt_text(stmt) -> str:
     if isinstance(stmt, Copy):
         return (
             f"copy.{stmt.by}.{stmt.mode} {tile_text(stmt.dst)} <- {tile_text(stmt.src)}, "
-            f"vector {stmt.vector}" + (", guarded" if stmt.guard else "")
+            f"vector {stmt.vector}"
+            + (", guarded" if stmt.guard else "")
+            + (f", epilogue {stmt.epilogue.describe()}" if stmt.epilogue else "")
         )
     if isinstance(stmt, Fill):
         return f"fill {stmt.frag} = {stmt.value:g}"

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .dtypes import encode
 from .edges import EDGE_SUFFIX, variant
+from .epilogue_ops import Epilogue
 from .expr import Const
 from .interp import InterpreterError, interpret
 from .ir import KernelIR
@@ -45,6 +47,7 @@ class Report:
     lines: list[str] = field(default_factory=list)
     time_ms: float | None = None
     cublas_ms: float | None = None
+    batch: int = 1  # products of a batched GEMM
 
     @property
     def ok(self) -> bool:
@@ -53,11 +56,12 @@ class Report:
     @property
     def tflops(self) -> float | None:
         m, n, k = self.size
-        return 2 * m * n * k / (self.time_ms * 1e9) if self.time_ms else None
+        return 2 * self.batch * m * n * k / (self.time_ms * 1e9) if self.time_ms else None
 
     def render(self) -> str:
         m, n, k = self.size
-        out = [f"{self.kernel}: {m} x {n} x {k} on {self.engine}"]
+        batch = f"{self.batch} products of " if self.batch != 1 else ""
+        out = [f"{self.kernel}: {batch}{m} x {n} x {k} on {self.engine}"]
         out += [f"  {line}" for line in self.lines]
         for c in self.checks:
             out.append(f"  {c.oracle:<20} {'PASS' if c.ok else 'FAIL'}  {c.detail}")
@@ -95,10 +99,18 @@ def _literal_or(kernel: KernelIR, size):
     return tuple(d.value if isinstance(d, Const) else s for d, s in zip((g.m, g.n, g.k), size))
 
 
-def check_size(kernel: KernelIR, size: tuple[int, int, int]) -> dict[str, int]:
-    """The size parameters for `size`, or SizeError if this schedule cannot cover it yet."""
+def check_size(kernel: KernelIR, size: tuple[int, int, int], batch: int = 1) -> dict[str, int]:
+    """The size parameters for `size` (and `batch` products), or SizeError if this schedule
+    cannot cover it."""
     g = kernel.gemm
     problems, ragged = [], []
+    extra = {}
+    if g.batch is None and batch != 1:
+        problems.append(f"{kernel.name} is not batched (its operands are matrices): drop --batch")
+    elif isinstance(g.batch, Const) and g.batch.value != batch:
+        problems.append(f"the batch is fixed to {g.batch.value} by the declaration, not {batch}")
+    elif g.batch is not None and not isinstance(g.batch, Const):
+        extra[g.batch.name] = batch
     for dim, value, tile, what in zip((g.m, g.n, g.k), size, kernel.schedule.block, "MNK"):
         if isinstance(dim, Const) and dim.value != value:
             problems.append(f"{what} is fixed to {dim.value} by the declaration, not {value}")
@@ -116,7 +128,16 @@ def check_size(kernel: KernelIR, size: tuple[int, int, int]) -> dict[str, int]:
         )
     if problems:
         raise SizeError("; ".join(problems))
-    return {name: value for name, value in zip("MNK", size) if name in g.size_args}
+    return {**{name: value for name, value in zip("MNK", size) if name in g.size_args}, **extra}
+
+
+def _c_shape(g, size, batch: int) -> tuple[int, ...]:
+    m, n, _ = size
+    return (batch, m, n) if g.c.batch is not None else (m, n)
+
+
+def _epilogue(kernel: KernelIR):
+    return Epilogue.of(kernel.schedule, kernel.gemm)
 
 
 def _storage_arrays(kernel: KernelIR, inputs) -> dict[str, np.ndarray]:
@@ -125,20 +146,27 @@ def _storage_arrays(kernel: KernelIR, inputs) -> dict[str, np.ndarray]:
         g.a.name: to_storage(g.a, inputs.a),
         g.b.name: to_storage(g.b, inputs.b),
         g.c.name: to_storage(g.c, inputs.c_in).copy(),
+        **{op.name: encode(inputs.extras[op.name], op.dtype) for op in g.extras},
     }
 
 
 def run_cpu(
-    kernel: KernelIR, size, seed: int | None = None, save_dir: Path | None = None
+    kernel: KernelIR,
+    size,
+    seed: int | None = None,
+    save_dir: Path | None = None,
+    batch: int = 1,
 ) -> Report:
-    sizes = check_size(kernel, size)
+    sizes = check_size(kernel, size, batch)
     kernel, _ = variant(kernel, None, size)
     g = kernel.gemm
     m, n, k = size
-    report = Report(kernel.name, size, "the numpy interpreter")
+    report = Report(kernel.name, size, "the numpy interpreter", batch=batch)
     rng = np.random.default_rng(seed)
     for kind in ("exact", "normal"):
-        inputs = make_inputs(g, m, n, k, kind, rng, kernel.schedule.accumulate)
+        inputs = make_inputs(
+            g, m, n, k, kind, rng, kernel.schedule.accumulate, _epilogue(kernel), batch
+        )
         arrays = _storage_arrays(kernel, inputs)
         started = time.perf_counter()
         try:
@@ -146,7 +174,8 @@ def run_cpu(
         except InterpreterError as err:
             report.checks.append(Check("race check", False, str(err)))
             return report
-        _judge(kernel, kind, inputs, from_storage(g.c, arrays[g.c.name], (m, n)), report, save_dir)
+        out = from_storage(g.c, arrays[g.c.name], _c_shape(g, size, batch))
+        _judge(kernel, kind, inputs, out, report, save_dir)
         if kind == "exact":
             report.lines.append(
                 f"{stats.blocks} blocks x {kernel.threads} threads, {stats.mma} warp mma ops, "
@@ -174,18 +203,21 @@ def run_gpu(
     *,
     use_cache: bool = True,
     source_name: str = "tiledsl.cu",
+    timed: bool = True,
+    batch: int = 1,
 ) -> Report:
-    """Check `kernel` on the GPU with both oracles, then time it and cuBLAS.
+    """Check `kernel` on the GPU with both oracles, then (if `timed`) time it and cuBLAS.
 
     Timing is `tiledsl.timing`'s: CUDA events, warm-up, median, inputs rotated
     past the L2, cuBLAS (`cupy.matmul`) on views of the same inputs.
     """
     from . import runtime
 
-    sizes = check_size(kernel, size)
+    sizes = check_size(kernel, size, batch)
     kernel, launch = variant(kernel, launch, size)
     arch = runtime.device_arch()
-    report = Report(kernel.name, size, f"{runtime.device_name()} ({arch}, CuPy/NVRTC)")
+    engine = f"{runtime.device_name()} ({arch}, CuPy/NVRTC)"
+    report = Report(kernel.name, size, engine, batch=batch)
     loaded = runtime.load(
         source,
         arch,
@@ -196,23 +228,31 @@ def run_gpu(
     )
     run = runtime.launcher(loaded.module, launch)
     report.lines.append(loaded.note)
+    gx, gy = launch.grid_dims(sizes)
     report.lines.append(
-        f"grid {launch.blocks(sizes)} blocks x {launch.threads} threads, "
+        f"grid {gx}{f' x {gy}' if gy != 1 else ''} blocks x {launch.threads} threads, "
         f"{launch.smem_bytes} bytes dynamic shared memory"
     )
-    gpu_checks(kernel, run, sizes, size, np.random.default_rng(seed), report, save_dir)
-    if report.ok:
+    rng = np.random.default_rng(seed)
+    gpu_checks(kernel, run, sizes, size, rng, report, save_dir, batch=batch)
+    if report.ok and timed:
         from .baselines import cublas
         from .timing import CudaClock, rotated_sets, time_calls
 
-        clock, sets, set_bytes = CudaClock(arch), *rotated_sets(size, seed)
-        mine = time_calls(
-            kernel_calls(kernel, run, sizes, size, sets), clock, repeat=repeat, set_bytes=set_bytes
-        )
-        theirs = time_calls(
-            cublas().calls(kernel.gemm, size, sets), clock, repeat=repeat, set_bytes=set_bytes
-        )
-        report.time_ms, report.cublas_ms = mine.median_ms, theirs.median_ms
+        m, n, k = size
+        # A batch reads `batch` matrices of each batched operand: sets sized to match.
+        set_size = (m * batch, n * batch, k) if batch != 1 else size
+        clock, sets, set_bytes = CudaClock(arch), *rotated_sets(set_size, seed)
+        calls = kernel_calls(kernel, run, sizes, size, sets, batch)
+        mine = time_calls(calls, clock, repeat=repeat, set_bytes=set_bytes)
+        report.time_ms = mine.median_ms
+        if batch == 1:
+            theirs = time_calls(
+                cublas().calls(kernel.gemm, size, sets), clock, repeat=repeat, set_bytes=set_bytes
+            )
+            report.cublas_ms = theirs.median_ms
+        else:
+            report.lines.append("cuBLAS: not compared for a batched GEMM")
         report.lines.append(f"timed: {mine.describe()}")
     return report
 
@@ -226,6 +266,7 @@ def gpu_checks(
     report: Report,
     save_dir: Path | None = None,
     on_host: bool = False,
+    batch: int = 1,
 ) -> list:
     """Both oracles on fresh inputs, appended to `report`; returns the inputs (logical).
 
@@ -239,7 +280,9 @@ def gpu_checks(
     m, n, k = size
     used = []
     for kind in ("exact", "normal"):
-        host = make_inputs(g, m, n, k, kind, rng, kernel.schedule.accumulate)
+        host = make_inputs(
+            g, m, n, k, kind, rng, kernel.schedule.accumulate, _epilogue(kernel), batch
+        )
         if on_host:
             dev = {name: cupy.asarray(a) for name, a in _storage_arrays(kernel, host).items()}
         else:
@@ -247,22 +290,28 @@ def gpu_checks(
             dev = _storage_arrays(kernel, inputs)
         run(dev, sizes)
         cupy.cuda.Device().synchronize()
+        shape = _c_shape(g, size, batch)
         if on_host:
-            inputs, out = host, from_storage(g.c, dev[g.c.name].get(), (m, n))
+            inputs, out = host, from_storage(g.c, dev[g.c.name].get(), shape)
         else:
-            out = from_storage(g.c, dev[g.c.name], (m, n))
+            out = from_storage(g.c, dev[g.c.name], shape)
         _judge(kernel, kind, inputs, out, report, save_dir)
         used.append(inputs)
     return used
 
 
-def kernel_calls(kernel: KernelIR, run, sizes: dict[str, int], size, sets) -> list:
+def kernel_calls(kernel: KernelIR, run, sizes: dict[str, int], size, sets, batch: int = 1) -> list:
     """One launch per input set (A, B flat device arrays), all writing one C."""
     import cupy
 
     g = kernel.gemm
-    c = cupy.zeros(size[0] * size[1], NP_OUT[g.c.dtype])
-    return [lambda a=a, b=b: run({g.a.name: a, g.b.name: b, g.c.name: c}, sizes) for a, b in sets]
+    c = cupy.zeros(batch * size[0] * size[1], NP_OUT[g.c.dtype])
+    # An epilogue's bias vectors: zeros of their type (their values do not change the time).
+    extras = {op.name: cupy.zeros(size[1], NP_OUT[op.dtype]) for op in g.extras}
+    return [
+        lambda a=a, b=b: run({g.a.name: a, g.b.name: b, g.c.name: c, **extras}, sizes)
+        for a, b in sets
+    ]
 
 
 def _judge(kernel: KernelIR, kind: str, inputs, out, report: Report, save_dir: Path | None):
@@ -270,9 +319,9 @@ def _judge(kernel: KernelIR, kind: str, inputs, out, report: Report, save_dir: P
     bm, bn, _ = kernel.schedule.block
     g = kernel.gemm
     if kind == "exact":
-        check = check_exact(g, inputs, out, (bm, bn))
+        check = check_exact(g, inputs, out, (bm, bn), _epilogue(kernel))
     else:
-        check = check_statistical(g, inputs, out, kernel.schedule.accumulate)
+        check = check_statistical(g, inputs, out, kernel.schedule.accumulate, _epilogue(kernel))
     report.checks.append(check)
     if not check.ok and save_dir is not None:
         _save(save_dir, kernel, report.size, inputs, out, report)

@@ -282,6 +282,6 @@ def launcher(module, launch: Launch):
         args = []
         for name, ctype in launch.args:
             args.append(arrays[name] if ctype.endswith("*") else cupy.int32(sizes[name]))
-        fn((launch.blocks(sizes),), (launch.threads,), tuple(args), shared_mem=launch.smem_bytes)
+        fn(launch.grid_dims(sizes), (launch.threads,), tuple(args), shared_mem=launch.smem_bytes)
 
     return run

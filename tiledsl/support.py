@@ -72,12 +72,13 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
             f"unknown load order '{s.load_order}'",
             "write `load_order ab`, `ba` or `alternate`",
         )
-    if s.epilogue:
+    if s.epilogue and t.vendor == "musa":
         refuse(
             "epilogue",
-            "epilogue " + ", ".join(" ".join(g) for g in s.epilogue),
-            "epilogue support",
-            "drop the epilogue directive",
+            "epilogue " + ", ".join(" ".join(g) for g in s.epilogue) + f" on {t.name}",
+            "MUSA's round-to-nearest float intrinsics (the CUDA epilogue uses __fmul_rn and "
+            "__fadd_rn so that it is exact), which the S4000 seed does not document",
+            "drop the epilogue directive for MUSA",
         )
     if s.epilogue_via == "direct" and g.c.dtype != s.accumulate:
         refuse(

@@ -9,6 +9,7 @@ that its default applies) and what it did to the code.
 from __future__ import annotations
 
 from .. import __version__
+from ..epilogue_ops import Epilogue
 from ..expr import Expr, to_c
 from ..grid import block_tile, grid_vars
 from ..ir import (
@@ -261,6 +262,17 @@ __device__ __forceinline__ void cp_async_wait() {
                 s, "target", f"target {k.target.name}", f"{k.target.warp_width}-thread warps"
             ),
         ]
+        if s.epilogue:
+            ep = Epilogue.of(s, k.gemm)
+            out += [
+                self._directive(
+                    s,
+                    "epilogue",
+                    "epilogue " + ", ".join(" ".join(g) for g in s.epilogue),
+                    f"each C element, as the lanes store it: {ep.describe()}",
+                ),
+                f"constexpr float ALPHA = {float(ep.alpha)!r}f, BETA = {float(ep.beta)!r}f;",
+            ]
         if s.attributes:
             out.append(
                 self._directive(
@@ -327,6 +339,11 @@ __device__ __forceinline__ void cp_async_wait() {
             "const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in the block",
             f"const int tiles_m = {to_c(tiles['tiles_m'])}, tiles_n = {to_c(tiles['tiles_n'])};",
             "const int pid = blockIdx.x;  // one block per tile: tiles_m x tiles_n blocks",
+            *(
+                ["const int bz = blockIdx.y;  // which product of the batch"]
+                if k.gemm.batch is not None
+                else []
+            ),
             f"// swizzle {' '.join(str(x) for x in k.raster if x)}: which tile this block computes",
         ]
         out += [f"const int {name} = {to_c(e)};" for name, e in mapping.items()]
@@ -425,7 +442,16 @@ __device__ __forceinline__ void cp_async_wait() {
             else f"    const int c = v / {row_vecs}, r = v % {row_vecs} * {c.vector};",
         ]
         nbytes = c.vector * DTYPE_BYTES[src_t]
-        if c.mode == "async":
+        if c.epilogue is not None:
+            _, gcol = self._global_rc(c.dst, "r", "c")
+            lines += [
+                f"    const int gc = {gcol};  // the column in {c.dst.operand}",
+                "    #pragma unroll",
+                f"    for (int e = 0; e < {c.vector}; ++e) {{",
+                *("        " + x for x in self._epilogue_element(k, c, src_el, dst_el, along_rows)),
+                "    }",
+            ]
+        elif c.mode == "async":
             lines.append(f"    cp_async<{nbytes}>(&{dst_el}, &{src_el});")
         elif src_t == dst_t and nbytes in _VECTOR_TYPES:
             vt = _VECTOR_TYPES[nbytes]
@@ -495,13 +521,20 @@ __device__ __forceinline__ void cp_async_wait() {
                 )
         value = self._converted(f"(&{src_el})[e]", src_t, dst_t)
         if load:
-            element = f"(&{dst_el})[e] = ({one}) ? {value} : {self.zero[dst_t]};"
+            element = [f"(&{dst_el})[e] = ({one}) ? {value} : {self.zero[dst_t]};"]
+        elif c.epilogue is not None:
+            vector_copy = None  # element by element: each element gets the epilogue
+            element = [
+                f"if ({one}) {{",
+                *("    " + x for x in self._epilogue_element(k, c, src_el, dst_el, along_rows)),
+                "}",
+            ]
         else:
-            element = f"if ({one}) (&{dst_el})[e] = {value};"
+            element = [f"if ({one}) (&{dst_el})[e] = {value};"]
         loop = [
             "#pragma unroll",
             f"for (int e = 0; e < {c.vector}; ++e) {{",
-            f"    {element}",
+            *("    " + x for x in element),
             "}",
         ]
         if vector_copy is None:
@@ -515,6 +548,28 @@ __device__ __forceinline__ void cp_async_wait() {
                 "    }",
             ]
         return out + ["}"]
+
+    def _epilogue_element(self, k: KernelIR, c: Copy, src_el: str, dst_el: str, along_rows):
+        """Element e of a copy to C through the epilogue, one rounded f32 step at a time
+        (__fmul_rn / __fadd_rn: no fused multiply-add, so the exact oracle can replay it).
+        Needs `gc`, the chunk's first column in C."""
+        ep = c.epilogue
+        src_t, dst_t = self._dtype(k, c.src), self._dtype(k, c.dst)
+        col = "gc + e" if along_rows else "gc"
+        out = [f"float x = {self._converted(f'(&{src_el})[e]', src_t, 'f32')};"]
+        if ep.alpha != 1.0:
+            out.append("x = __fmul_rn(ALPHA, x);")
+        if ep.reads_c:
+            old = self._converted(f"(&{dst_el})[e]", dst_t, "f32")
+            out.append(f"x = __fadd_rn(x, __fmul_rn(BETA, {old}));")
+        for op, name in ep.steps:
+            if op == "bias":
+                bias_t = k.gemm.operand(name).dtype
+                out.append(f"x = __fadd_rn(x, {self._converted(f'{name}[{col}]', bias_t, 'f32')});")
+            else:
+                out.append("x = fmaxf(x, 0.0f);  // relu")
+        out.append(f"(&{dst_el})[e] = {self._converted('x', 'f32', dst_t)};")
+        return out
 
     def _converted(self, expr: str, src: str, dst: str) -> str:
         """`expr` of type `src` as a `dst` value (through float, as the hardware converts)."""
@@ -561,9 +616,13 @@ __device__ __forceinline__ void cp_async_wait() {
         grow = self._plus(self._e(tile.origin[0]), row)
         gcol = self._plus(self._e(tile.origin[1]), col)
         ld = self._e(op.leading_dim)
+        # A batched operand: this block's product (blockIdx.y) starts `bz` matrices in.
+        batch = (
+            f"(long long)bz * ({self._e(op.matrix_elements)}) + " if op.batch is not None else ""
+        )
         if op.layout == "row":
-            return f"{op.name}[(long long)({grow}) * {ld} + ({gcol})]"
-        return f"{op.name}[(long long)({gcol}) * {ld} + ({grow})]"
+            return f"{op.name}[{batch}(long long)({grow}) * {ld} + ({gcol})]"
+        return f"{op.name}[{batch}(long long)({gcol}) * {ld} + ({grow})]"
 
     def _address(self, k: KernelIR, tile: Tile) -> tuple[str, str]:
         """Pointer to the tile's first element and its leading dimension, for WMMA."""

@@ -36,14 +36,20 @@ class MusaEmitter(CudaEmitter):
 
     def _host_launcher(self, k: KernelIR) -> list[str]:
         launch = launch_of(k)
-        params = ", ".join(f"{ctype} {name}" for name, ctype in launch.args)
+        host_params = list(launch.args)
+        if launch.batch is not None and to_c(launch.batch, named=False).isidentifier():
+            host_params.append((to_c(launch.batch, named=False), "int"))  # the batch count
+        params = ", ".join(f"{ctype} {name}" for name, ctype in host_params)
         args = ", ".join(name for name, _ in launch.args)
         out = [
             "",
             f"// Host launcher: grid, block and shared memory of {k.name}, then a sync.",
             f'extern "C" void {k.name}_launch({params})',
             "{",
-            f"    const int blocks = {to_c(launch.grid, named=False)};",
+            f"    const int blocks = {to_c(launch.grid, named=False)};"
+            if launch.batch is None
+            else f"    const dim3 blocks({to_c(launch.grid, named=False)}, "
+            f"{to_c(launch.batch, named=False)});  // y: one grid row per product",
         ]
         launches = [(k, launch)]
         if launch.edge is not None:

@@ -1,0 +1,85 @@
+"""The `epilogue` directive: element-wise work on each C element before it is written.
+
+    ep = Epilogue.of(schedule, gemm)          # None without an epilogue directive
+    out = ep.apply(acc, c_old, bias, xp)      # what the kernel computes, in float32
+
+`epilogue alpha a, beta b, bias D, relu` computes, for each element (m, n),
+
+    v = alpha * acc  +  beta * C_old[m, n]      (alpha 1, beta 0 for `=` and 1 for `+=`)
+    then, in the order written:  v += D[n]  (bias)   and   v = max(v, 0)  (relu)
+
+and stores v converted to C's type. The kernel does each step as one float32
+operation rounded to nearest (`__fmul_rn`, `__fadd_rn`: no fused multiply-add), so
+`apply` -- the same steps in numpy float32 -- reproduces it bit for bit, which is
+what lets the exact oracle check an epilogue with any alpha and beta.
+
+The epilogue runs where C leaves the per-warp staging tile (`epilogue_via shared`),
+because a bias needs each element's column, which a WMMA fragment does not reveal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .gemm import Gemm
+from .schedule import Schedule
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    alpha: float = 1.0
+    beta: float = 0.0
+    steps: tuple[tuple[str, str], ...] = ()  # ("bias", operand) and ("relu", "") in order
+
+    @classmethod
+    def of(cls, schedule: Schedule, gemm: Gemm) -> Epilogue | None:
+        """The schedule's epilogue (assumed checked by analysis), or None if it has none."""
+        if not schedule.epilogue:
+            return None
+        values = {"alpha": 1.0, "beta": 1.0 if gemm.accumulate else 0.0}
+        steps = []
+        for group in schedule.epilogue:
+            if group[0] in ("alpha", "beta"):
+                values[group[0]] = float(np.float32(float(group[1])))
+            elif group[0] == "bias":
+                steps.append(("bias", group[1]))
+            elif group[0] == "relu":
+                steps.append(("relu", ""))
+        return cls(values["alpha"], values["beta"], tuple(steps))
+
+    @property
+    def reads_c(self) -> bool:
+        return self.beta != 0.0
+
+    @property
+    def bias_operands(self) -> tuple[str, ...]:
+        return tuple(name for op, name in self.steps if op == "bias")
+
+    def describe(self) -> str:
+        parts = [f"v = {self.alpha:g} * acc"]
+        if self.reads_c:
+            parts[0] += f" + {self.beta:g} * C"
+        for op, name in self.steps:
+            parts.append(f"v += {name}[n]" if op == "bias" else "v = max(v, 0)")
+        return "; ".join(parts)
+
+    def apply(self, acc, c_old=None, biases: dict | None = None, xp=np):
+        """float32 values of the stored elements: each step rounded as the kernel rounds it.
+
+        `acc` and `c_old` are arrays of one shape (c_old only read when beta != 0);
+        `biases` maps an operand name to its values, broadcast along the last axis.
+        """
+        f32 = xp.float32
+        v = acc.astype(f32)
+        if self.alpha != 1.0:
+            v = f32(self.alpha) * v
+        if self.reads_c:
+            v = v + f32(self.beta) * c_old.astype(f32)
+        for op, name in self.steps:
+            if op == "bias":
+                v = v + biases[name].astype(f32)
+            else:
+                v = xp.maximum(v, f32(0))
+        return v
