@@ -477,3 +477,23 @@ def test_internal_error_with_debug_propagates(monkeypatch, capsys) -> None:
 
 def test_examples_exist() -> None:
     assert len(EXAMPLES) >= 4
+
+
+def test_a_reader_that_leaves_early_is_not_an_error(tmp_path: Path) -> None:
+    """`tiledsl compile … | head -1`: no traceback, no 'internal error', status 0."""
+    import subprocess
+    import sys
+
+    text = (ROOT / "examples" / "types.tile").read_text()
+    big = tmp_path / "big.tile"  # far more IR text than a pipe holds (64 KiB)
+    big.write_text("".join(text.replace("kernel gemm_", f"kernel v{i}_") for i in range(6)))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tiledsl.cli", "compile", str(big), "--print-ir-after-all"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout.readline().startswith(b"// ----- IR after lower")
+    proc.stdout.close()  # the reader leaves; the writer's next write breaks the pipe
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, err
+    assert "internal error" not in err and "Traceback" not in err

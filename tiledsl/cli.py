@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -35,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     except ToolchainError as err:
         print(f"tiledsl {args.command}: toolchain error: {err}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `tiledsl compile … | head`: the reader left; not our error
+        # Point stdout at /dev/null so that Python's flush at exit does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as err:  # a bug in tiledsl: say so plainly, trace only on --debug
         if getattr(args, "debug", False):
             raise
