@@ -300,8 +300,10 @@ def _run(args) -> int:
                 )
             batch = args.batch if args.batch is not None else 1
             if args.batch is None and kernel.gemm.batch is not None:
-                batch = 2
-                print(f"{kernel.name}: batch of {batch} (choose with --batch L)", file=sys.stderr)
+                fixed = getattr(kernel.gemm.batch, "value", None)  # a literal batch count
+                batch = fixed or 2
+                if fixed is None:
+                    print(f"{kernel.name}: batch of 2 (choose with --batch L)", file=sys.stderr)
             if batch < 1:
                 raise UsageError("--batch takes a positive number of products")
             try:
