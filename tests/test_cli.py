@@ -243,12 +243,11 @@ def test_no_command_prints_help_and_exits_2(capsys) -> None:
     assert "compile" in r.out
 
 
-@pytest.mark.parametrize("command", ["tune"])
-def test_commands_not_built_yet(command: str, capsys) -> None:
-    r = cli([command, V2], capsys)
-    assert r.code == 2
-    assert "not built yet" in r.err
-    assert f"tiledsl {command}" in r.err
+def test_tune_is_built_and_a_plain_file_is_a_space_of_one_point(capsys) -> None:
+    r = cli(["tune", V2, "--dry-run", "--jobs", "1"], capsys)
+    assert r.code == 0, r.err
+    assert "not built yet" not in r.err
+    assert "tune --dry-run: 1 point, 0 pruned, 1 to time at 4096x4096x4096" in r.out
 
 
 # ---------------------------------------------------------------- errors in the file: exit 1

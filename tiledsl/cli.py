@@ -1,4 +1,4 @@
-"""The `tiledsl` command line: compile, run, check and viz (tune comes later).
+"""The `tiledsl` command line: compile, run, check, viz, bench, doctor and tune.
 
 Exit status: 0 on success, 1 for an error in the .tile file or a failed check,
 2 for a command-line mistake. No Python traceback unless --debug.
@@ -15,7 +15,7 @@ from pathlib import Path
 from .errors import TileError, ToolchainError, UsageError
 from .passes import STAGE_NAMES
 
-NOT_BUILT = ("tune",)
+NOT_BUILT: tuple[str, ...] = ()  # commands named but not built: each answers with a usage error
 SANITIZER_TOOLS = ("racecheck", "memcheck", "synccheck")  # tiledsl.sanitize.TOOLS
 
 
@@ -168,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     v.set_defaults(handler=_viz)
 
     _gpu_commands(sub)
+    _tune_command(sub)
     for name in NOT_BUILT:
         x = sub.add_parser(name, help="not built yet")
         x.add_argument("rest", nargs="*")
@@ -204,6 +205,52 @@ def _gpu_commands(sub) -> None:
     )
     d.add_argument("--debug", action="store_true", help="show Python tracebacks")
     d.set_defaults(handler=_doctor)
+
+
+def _tune_command(sub) -> None:
+    t = sub.add_parser(
+        "tune",
+        help="search a file's tuning space ({64, 128} sets): prune, compile, check and time "
+        "each point, record the results, write the best as a plain .tile",
+    )
+    t.add_argument("file", metavar="FILE", help="a .tile file with tuning sets")
+    t.add_argument(
+        "--size",
+        metavar="MxNxK",
+        help="the problem size to time (default: 4096x4096x4096, or the declared sizes)",
+    )
+    t.add_argument(
+        "--budget",
+        type=int,
+        metavar="N",
+        help="time at most N points not yet in the record, a fixed sample spread over the "
+        "space (a rerun times the next N; default: all)",
+    )
+    t.add_argument("--kernel", metavar="NAME", help="which kernel of the file (default: its one)")
+    t.add_argument(
+        "--record",
+        metavar="PATH",
+        help="the JSON-lines record, read and appended to (default: ./tune-STEM.jsonl)",
+    )
+    t.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="where the best point goes, as a plain .tile (default: ./STEM.best.tile)",
+    )
+    t.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="worker processes for pruning and compiling (default: every CPU core)",
+    )
+    t.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="expand and prune, list the points that would be timed, and stop (no GPU needed)",
+    )
+    t.add_argument("--debug", action="store_true", help="show Python tracebacks")
+    t.set_defaults(handler=_tune)
 
 
 def _no_cache(p: argparse.ArgumentParser) -> None:
@@ -443,9 +490,37 @@ def _viz(args) -> int:
     return 0
 
 
+def _tune(args) -> int:
+    from . import tune_gpu
+    from .run import parse_size
+    from .tune import cpu_cores, tune_file
+
+    text, name = _read(args.file)
+    try:
+        size = parse_size(args.size) if args.size else None
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    for option, value in (("--budget", args.budget), ("--jobs", args.jobs)):
+        if value is not None and value < 1:
+            raise UsageError(f"{option} takes a number of at least 1, not {value}")
+    return tune_file(
+        text,
+        name,
+        size=size,
+        budget=args.budget,
+        kernel=args.kernel,
+        record=Path(args.record) if args.record else None,
+        output=Path(args.output) if args.output else None,
+        jobs=args.jobs or cpu_cores(),
+        dry_run=args.dry_run,
+        timer_factory=tune_gpu.gpu_timer,
+    )
+
+
 def _not_built(args) -> int:
     raise UsageError(
-        f"'tiledsl {args.command}' is not built yet; available now: compile, run, check, viz"
+        f"'tiledsl {args.command}' is not built yet; available now: compile, run, check, viz, "
+        "bench, doctor, tune"
     )
 
 

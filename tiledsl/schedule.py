@@ -74,8 +74,8 @@ def read_directives(
                     arg.loc,
                     "a tuning set {…} makes this file a tuning space, "
                     "which compile and run cannot take",
-                    "`tiledsl tune` (not built yet) will search it; for now write one value, "
-                    f"e.g. {arg.options[0]}",
+                    "search it with `tiledsl tune FILE` (which writes the best point as a plain "
+                    f"file), or write one value, e.g. {arg.options[0]}",
                 )
         reader = _READERS.get(d.name)
         if reader is not None:
