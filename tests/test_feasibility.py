@@ -186,3 +186,9 @@ def test_halving_takes_the_longer_side_first() -> None:
     for _ in itertools.repeat(None, 3):
         seen.append(halve_warps(seen[-1]))
     assert seen == [(2, 4), (2, 2), (1, 2), (1, 1)]
+
+
+def test_reserve_without_sweep_is_a_usage_error(capsys) -> None:
+    """--reserve only changes the sweep table: alone it is refused, never ignored."""
+    r = cli(["check", TABLE1, "--reserve", "8"], capsys)
+    assert r.code == 2 and "add --sweep" in r.err

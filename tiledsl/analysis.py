@@ -245,14 +245,17 @@ def _largest_divisor(nbytes: int) -> int:
     return next(w for w in (16, 8, 4, 2) if nbytes % w == 0)
 
 
-def fragment_registers(sched: Schedule, warp_width: int) -> int:
-    """Registers per thread for fragments, the S4000 seed's way: one 32-bit register per
-    element of the accumulators, one A fragment and a row of CN B fragments per warp
-    (B loaded once per step, A reloaded per row), spread over the warp's lanes."""
+def seed_registers_per_warp(sched: Schedule) -> int:
+    """The S4000 seed's count: one 32-bit register per element of the accumulators, one A
+    fragment and a row of CN B fragments per warp (B loaded once per step, A per row)."""
     m, n, k = sched.mma
     cm, cn = sched.coarsen
-    per_warp = cm * cn * m * n + m * k + cn * k * n
-    return -(-per_warp // warp_width)
+    return cm * cn * m * n + m * k + cn * k * n
+
+
+def fragment_registers(sched: Schedule, warp_width: int) -> int:
+    """Registers per thread for fragments, the seed's way, spread over the warp's lanes."""
+    return -(-seed_registers_per_warp(sched) // warp_width)
 
 
 def _check_registers(sched: Schedule, target: Target, threads: int, errs: Collector) -> None:

@@ -25,12 +25,12 @@ from pathlib import Path
 from . import toolchain
 from .banks import best_pad, conflicts
 from .driver import Compiled, compile_source
-from .edges import fits_block_tile, vector_fallbacks
+from .edges import fits_block_tile, guarded_vectors, vector_fallbacks
 from .errors import ToolchainError, UsageError
 from .expr import to_c
 from .feasibility import render_sweep
 from .feasibility import sweep as feasibility_sweep
-from .ir import Copy, GlobalTile, KernelIR, buffer_offsets, walk
+from .ir import KernelIR, buffer_offsets
 from .toolchain import PtxasReport
 
 #: NVIDIA allocates registers per warp in units of 256, i.e. 8 per thread of a 32-lane warp.
@@ -261,19 +261,12 @@ def _edge_lines(kernel: KernelIR, size: tuple[int, int, int] | None) -> list[str
         f"{twin.name}: zero-filled partial tiles, C staged per warp ({twin.smem_bytes} bytes "
         "shared)"
     )
-    seen = set()
-    for stmt in walk(twin.body):
-        if isinstance(stmt, Copy) and stmt.guard and stmt.vector > 1:
-            tile = stmt.src if isinstance(stmt.src, GlobalTile) else stmt.dst
-            op = kernel.gemm.operand(tile.operand)
-            rule = (op.name, to_c(op.leading_dim, named=False), stmt.vector)
-            if rule not in seen:
-                seen.add(rule)
-                out.append(
-                    f"    {op.name}: {stmt.vector}-element vectors need its leading dimension "
-                    f"{rule[1]} to be a multiple of {stmt.vector}; otherwise its edge copies "
-                    "move single elements"
-                )
+    for op, vector in guarded_vectors(twin):
+        out.append(
+            f"    {op.name}: {vector}-element vectors need its leading dimension "
+            f"{to_c(op.leading_dim, named=False)} to be a multiple of {vector}; otherwise its "
+            "edge copies move single elements"
+        )
     if size is not None:
         sizes = dict(zip("MNK", size))
         shown = "x".join(map(str, size))

@@ -15,7 +15,6 @@ from pathlib import Path
 from .errors import TileError, ToolchainError, UsageError
 from .passes import STAGE_NAMES
 
-NOT_BUILT: tuple[str, ...] = ()  # commands named but not built: each answers with a usage error
 SANITIZER_TOOLS = ("racecheck", "memcheck", "synccheck")  # tiledsl.sanitize.TOOLS
 
 
@@ -169,10 +168,6 @@ def _parser() -> argparse.ArgumentParser:
 
     _gpu_commands(sub)
     _tune_command(sub)
-    for name in NOT_BUILT:
-        x = sub.add_parser(name, help="not built yet")
-        x.add_argument("rest", nargs="*")
-        x.set_defaults(handler=_not_built)
     return p
 
 
@@ -463,6 +458,8 @@ def _check(args) -> int:
     text, name = _read(args.file)
     if args.reserve < 0:
         raise UsageError("--reserve must be 0 or more registers per thread")
+    if args.reserve and not args.sweep:  # it only changes the sweep: say so, not ignore it
+        raise UsageError("--reserve sets aside registers in the --sweep table; add --sweep")
     from .run import parse_size
 
     try:
@@ -514,13 +511,6 @@ def _tune(args) -> int:
         jobs=args.jobs or cpu_cores(),
         dry_run=args.dry_run,
         timer_factory=tune_gpu.gpu_timer,
-    )
-
-
-def _not_built(args) -> int:
-    raise UsageError(
-        f"'tiledsl {args.command}' is not built yet; available now: compile, run, check, viz, "
-        "bench, doctor, tune"
     )
 
 

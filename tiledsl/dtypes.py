@@ -17,7 +17,6 @@ import numpy as np
 
 STORAGE = {"f16": np.float16, "bf16": np.uint16, "f32": np.float32}
 VALUE = {"f16": np.float16, "bf16": np.float32, "f32": np.float32}
-BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 
 
 def _xp(array):

@@ -32,6 +32,7 @@ from dataclasses import replace
 
 from .analysis import Analysis
 from .expr import evaluate
+from .gemm import OperandInfo
 from .ir import Copy, GlobalTile, KernelIR, LoadFrag, StoreFrag, map_body, walk
 
 EDGE_SUFFIX = "_edge"
@@ -80,27 +81,33 @@ def fits_block_tile(kernel: KernelIR, sizes: dict[str, int]) -> bool:
     )
 
 
-def vector_fallbacks(kernel: KernelIR, sizes: dict[str, int]) -> list[str]:
-    """Operands whose guarded copies fall back to single elements at these sizes.
+def guarded_vectors(kernel: KernelIR) -> list[tuple[OperandInfo, int]]:
+    """(operand, elements per vector) of the twin's guarded vector copies, each pair once.
 
     A vector of V elements is aligned when the operand's leading dimension is a
     multiple of V (tiles start at multiples of V along the contiguous axis).
     """
     out = []
     for stmt in walk(kernel.body):
-        if not (isinstance(stmt, Copy) and stmt.guard and stmt.vector > 1):
-            continue
-        tile = stmt.src if isinstance(stmt.src, GlobalTile) else stmt.dst
-        op = kernel.gemm.operand(tile.operand)
+        if isinstance(stmt, Copy) and stmt.guard and stmt.vector > 1:
+            tile = stmt.src if isinstance(stmt.src, GlobalTile) else stmt.dst
+            pair = (kernel.gemm.operand(tile.operand), stmt.vector)
+            if pair not in out:
+                out.append(pair)
+    return out
+
+
+def vector_fallbacks(kernel: KernelIR, sizes: dict[str, int]) -> list[str]:
+    """Operands whose guarded copies fall back to single elements at these sizes."""
+    out = []
+    for op, vector in guarded_vectors(kernel):
         ld = int(evaluate(op.leading_dim, sizes))
-        if ld % stmt.vector:
-            note = (
-                f"{op.name}: leading dimension {ld} is not a multiple of {stmt.vector} "
+        if ld % vector:
+            out.append(
+                f"{op.name}: leading dimension {ld} is not a multiple of {vector} "
                 f"elements, so its copies move single elements instead of "
-                f"{stmt.vector}-element vectors"
+                f"{vector}-element vectors"
             )
-            if note not in out:
-                out.append(note)
     return out
 
 

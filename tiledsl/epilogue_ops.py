@@ -65,21 +65,22 @@ class Epilogue:
             parts.append(f"v += {name}[n]" if op == "bias" else "v = max(v, 0)")
         return "; ".join(parts)
 
-    def apply(self, acc, c_old=None, biases: dict | None = None, xp=np):
-        """float32 values of the stored elements: each step rounded as the kernel rounds it.
+    def apply(self, acc, c_old=None, biases: dict | None = None, xp=np, dtype=None):
+        """float32 values of the stored elements: each step rounded as the kernel rounds it
+        (with `dtype` float64: the exact-arithmetic reference the statistical oracle bounds).
 
         `acc` and `c_old` are arrays of one shape (c_old only read when beta != 0);
         `biases` maps an operand name to its values, broadcast along the last axis.
         """
-        f32 = xp.float32
-        v = acc.astype(f32)
+        real = dtype or xp.float32
+        v = acc.astype(real)
         if self.alpha != 1.0:
-            v = f32(self.alpha) * v
+            v = real(self.alpha) * v
         if self.reads_c:
-            v = v + f32(self.beta) * c_old.astype(f32)
+            v = v + real(self.beta) * c_old.astype(real)
         for op, name in self.steps:
             if op == "bias":
-                v = v + biases[name].astype(f32)
+                v = v + biases[name].astype(real)
             else:
-                v = xp.maximum(v, f32(0))
+                v = xp.maximum(v, real(0))
         return v

@@ -31,10 +31,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ir import KernelIR
+from .analysis import seed_registers_per_warp
+from .ir import DTYPE_BYTES, KernelIR
 from .schedule import Schedule
-
-ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 
 
 @dataclass(frozen=True)
@@ -60,13 +59,6 @@ class SweepRow:
         return max(self.ab_bytes, self.c_bytes)
 
 
-def seed_registers_per_warp(sched: Schedule) -> int:
-    """Accumulators + one A fragment + CN B fragments, one register per element."""
-    m, n, k = sched.mma
-    cm, cn = sched.coarsen
-    return cm * cn * m * n + m * k + cn * k * n
-
-
 def halve_warps(warps: tuple[int, int]) -> tuple[int, int]:
     """The seed's next-smaller block: halve the longer side of the warp grid (M on a tie)."""
     wm, wn = warps
@@ -88,10 +80,10 @@ def row(kernel: KernelIR, warps: tuple[int, int], blocks: int, reserve: int) -> 
     threads = warp_count * lanes
     per_warp = seed_registers_per_warp(sched)
     per_thread = -(-per_warp // lanes) + reserve
-    in_bytes = ELEMENT_BYTES[kernel.gemm.a.dtype]
+    in_bytes = DTYPE_BYTES[kernel.gemm.a.dtype]
     block_m, block_n = warps[0] * cm * m, warps[1] * cn * n
     ab = (block_m + block_n) * k * in_bytes
-    c = warp_count * m * n * ELEMENT_BYTES[staging_dtype(sched)]
+    c = warp_count * m * n * DTYPE_BYTES[staging_dtype(sched)]
     smem = max(ab, c)
 
     broken = []

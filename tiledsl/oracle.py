@@ -63,16 +63,6 @@ def from_storage(op: OperandInfo, flat: np.ndarray, shape: tuple[int, int]) -> n
     return xp.swapaxes(values.reshape(flipped), -1, -2)
 
 
-def _apply64(epilogue, product, c0, extras, xp):
-    """The epilogue in float64: the reference the statistical oracle bounds against."""
-    v = epilogue.alpha * product
-    if epilogue.reads_c:
-        v = v + epilogue.beta * c0
-    for op, name in epilogue.steps:
-        v = v + extras[name] if op == "bias" else xp.maximum(v, 0.0)
-    return v
-
-
 def round_to(values, dtype: str):
     """float values rounded to `dtype`, as that type's value dtype (bf16: float32)."""
     if dtype == "bf16":
@@ -194,7 +184,7 @@ def check_statistical(gemm: Gemm, inputs: Inputs, out, acc: str = "f32", epilogu
         # (relu does not grow an error); the bound is taken on the sum of the magnitudes.
         product = a @ b
         extras = {n: v.astype(xp.float64) for n, v in inputs.extras.items()}
-        ref = _apply64(epilogue, product, c0, extras, xp)
+        ref = epilogue.apply(product, c0, extras, xp, xp.float64)
         terms = abs(epilogue.alpha) * xp.abs(product) + abs(epilogue.beta) * xp.abs(c0)
         for name in epilogue.bias_operands:
             terms = terms + xp.abs(extras[name])

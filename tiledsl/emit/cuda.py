@@ -613,8 +613,7 @@ __device__ __forceinline__ void cp_async_wait() {
                 return f"{tile.buffer}[{self._e(tile.slot)}][{col}][{row}]"
             return f"{tile.buffer}[{self._e(tile.slot)}][{row}][{col}]"
         op = k.gemm.operand(tile.operand)
-        grow = self._plus(self._e(tile.origin[0]), row)
-        gcol = self._plus(self._e(tile.origin[1]), col)
+        grow, gcol = self._global_rc(tile, r, c)
         ld = self._e(op.leading_dim)
         # A batched operand: this block's product (blockIdx.y) starts `bz` matrices in.
         batch = (
