@@ -15,6 +15,7 @@ from . import syntax as S
 from .errors import Collector
 from .expr import Const
 from .gemm import Gemm, resolve_gemm
+from .ir import xor_geometry
 from .schedule import Schedule, read_directives
 from .targets import DEFAULT_TARGET, TARGETS, Target
 
@@ -164,14 +165,26 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
     dtype = gemm.a.dtype if gemm is not None else "f16"
     if dtype not in target.mma_shapes:
         return  # already reported: the target takes no such inputs
-    shapes = target.mma_shapes[dtype]
-    if sched.mma not in shapes:
-        errs.add(
-            sched.loc("mma"),
-            f"{target.name} has no {m} x {n} x {k} {dtype} fragment",
-            "fragment shapes here: " + ", ".join(" x ".join(map(str, s)) for s in shapes),
-        )
-        return
+    if sched.instruction == "mma.sync":
+        if not _check_ptx_mma(sched, target, dtype, errs):
+            return
+    else:
+        shapes = target.mma_shapes[dtype]
+        if sched.mma not in shapes:
+            errs.add(
+                sched.loc("mma"),
+                f"{target.name} has no {m} x {n} x {k} {dtype} fragment",
+                "fragment shapes here: " + ", ".join(" x ".join(map(str, s)) for s in shapes),
+            )
+            return
+        if sched.pad == "xor":
+            errs.add(
+                sched.loc("pad"),
+                "pad xor permutes each row's 16-byte chunks, and WMMA's load_matrix_sync "
+                "can only read plain strided rows",
+                "use the mma.sync path (`mma m16n8k16`), which reads through ldmatrix, "
+                "or `pad auto`",
+            )
     ok = True
     for what, size, unit, expl in (
         ("BM", bm, m * cm, f"mma.M × CM = {m} × {cm} = {m * cm}"),
@@ -200,6 +213,8 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
         _check_registers(sched, target, threads, errs)
     if gemm is not None and sched.stages >= 1:
         _check_copy_width(sched, gemm, errs)
+    if gemm is not None and sched.pad == "xor" and sched.instruction == "mma.sync":
+        _check_xor_lines(sched, gemm, errs)
     if gemm is not None and sched.stages == 0:
         # With shared-memory tiles a guarded twin covers the edges (tiledsl.edges); the
         # naive form loads fragments straight from global memory, which cannot be guarded.
@@ -212,6 +227,54 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
                     "cannot guard",
                     "use stages 1 or more (edge tiles are then guarded), or a multiple",
                 )
+
+
+def _check_ptx_mma(sched: Schedule, target: Target, dtype: str, errs: Collector) -> bool:
+    """`mma mMnNkK`: an mma.sync shape this target has, fed from shared memory."""
+    m, n, k = sched.mma
+    shapes = (target.ptx_mma_shapes or {}).get(dtype, ())
+    if not shapes:
+        errs.add(
+            sched.loc("mma"),
+            f"{target.name} has no mma.sync PTX path",
+            "use a WMMA fragment shape: "
+            + ", ".join(" x ".join(map(str, s)) for s in target.mma_shapes[dtype]),
+        )
+        return False
+    if sched.mma not in shapes:
+        errs.add(
+            sched.loc("mma"),
+            f"{target.name} has no m{m}n{n}k{k} mma.sync path for {dtype} here",
+            "instruction shapes here: " + ", ".join("m{}n{}k{}".format(*s) for s in shapes),
+        )
+        return False
+    if sched.stages == 0:
+        errs.add(
+            sched.loc("stages"),
+            "mma.sync fragments are loaded with ldmatrix, which reads shared memory only; "
+            "stages 0 loads fragments straight from global memory",
+            "use stages 1 or more, or a WMMA shape (`mma 16 x 16 x 16`)",
+        )
+        return False
+    return True
+
+
+def _check_xor_lines(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
+    """`pad xor` permutes 16-byte chunks within a line: a line needs an even count."""
+    bm, bn, bk = sched.block
+    for op, line, what in (
+        (gemm.a, bk if gemm.a.layout == "row" else bm, "BK" if gemm.a.layout == "row" else "BM"),
+        (gemm.b, bn if gemm.b.layout == "row" else bk, "BN" if gemm.b.layout == "row" else "BK"),
+    ):
+        _, groups, _ = xor_geometry(line, op.dtype)
+        if groups == 1:
+            chunk = 16 // _BYTES[op.dtype]
+            errs.add(
+                sched.loc("pad"),
+                f"pad xor swaps 16-byte chunks within a line of {op.name}'s tile, and its "
+                f"{line}-element lines ({what}) hold no even number of {chunk}-element chunks",
+                f"make {what} a multiple of {2 * chunk}, or use `pad auto`",
+            )
 
 
 def _check_copy_width(sched: Schedule, gemm: Gemm, errs: Collector) -> None:

@@ -7,9 +7,10 @@ passes is the access's "ways" (1 = conflict-free).
 
 - Copies into shared memory: a vector of w bytes per thread; a phase is 128 / w
   consecutive lanes. The lanes' chunks follow the emitted copy loop.
-- WMMA fragment loads of f16 A/B tiles: `load_matrix_sync` compiles to ldmatrix-like
-  loads, whose phases read 8 rows of 16 bytes (one 8 x 8 block of the fragment);
-  the 8 row addresses conflict when they share a 16-byte bank group.
+- Fragment loads of f16 A/B tiles: `load_matrix_sync` compiles to ldmatrix-like
+  loads (the mma.sync path calls ldmatrix itself), whose phases read 8 rows of 16
+  bytes (one 8 x 8 block of the fragment); the 8 row addresses conflict when they
+  share a 16-byte bank group. `pad xor` tiles are modelled through their swizzle.
 
 Offsets that differ between instructions shift all addresses of a phase by the
 same multiple of 16 bytes, which moves no two addresses into or out of a group,
@@ -55,7 +56,8 @@ def copy_ways(kernel: KernelIR, copy: Copy, pitch: int) -> int:
         addrs = []
         for v in range(start, min(start + phase, lines * row_vecs)):
             r, c = divmod(v, row_vecs)
-            addrs.append((r * pitch + c * copy.vector) * size)
+            c = buf.swizzled(r, c * copy.vector) if buf.xor else c * copy.vector
+            addrs.append((r * pitch + c) * size)
         worst = max(
             worst, _ways(addrs, min(width, 16) if width >= 16 else 4, 8 if width >= 16 else 32)
         )
@@ -67,9 +69,15 @@ def fragment_ways(kernel: KernelIR, load: LoadFrag, pitch: int) -> int:
     size = DTYPE_BYTES[buf.dtype]
     cols, rows = _storage_shape(buf, load.src.rows, load.src.cols)
     worst = 1
+    # At offset zero, as for padding: fragment tiles start at multiples of 8 lines and
+    # 16 bytes, where the XOR keys of 8 lines are the same 8 values in another order.
     for r0 in range(0, rows, 8):
-        for c0 in range(0, cols * size, 16):
-            addrs = [(r0 + r) * pitch * size + c0 for r in range(min(8, rows - r0))]
+        for c0 in range(0, cols, 16 // size):
+            addrs = [
+                ((r0 + r) * pitch + (buf.swizzled(r0 + r, c0) if buf.xor else c0))
+                * size
+                for r in range(min(8, rows - r0))
+            ]
             worst = max(worst, _ways(addrs, 16, 8))
     return worst
 

@@ -67,7 +67,7 @@ class Var(Expr):
 
 @dataclass(frozen=True)
 class BinOp(Expr):
-    op: str  # "+", "-", "*", "/", "%", "min"  ("/" floors: operands are non-negative)
+    op: str  # "+", "-", "*", "/", "%", "min", "^"  ("/" floors: operands are non-negative)
     lhs: Expr
     rhs: Expr
 
@@ -148,6 +148,19 @@ def mod(a: Expr, b: Expr) -> Expr:
     return BinOp("%", a, b)
 
 
+def xor(a: Expr | int, b: Expr | int) -> Expr:
+    """Bitwise exclusive or: the XOR swizzle of shared memory (`pad xor`)."""
+    a, b = lift(a), lift(b)
+    ca, cb = _const(a), _const(b)
+    if ca is not None and cb is not None:
+        return Const(ca ^ cb)
+    if cb == 0:
+        return a
+    if ca == 0:
+        return b
+    return BinOp("^", a, b)
+
+
 def ceil_div(a: Expr, b: int | Const) -> Expr:
     """ceil(a / b) for a positive constant b, spelled `(a + B - 1) / B` when b is named."""
     b = lift(b)
@@ -156,7 +169,8 @@ def ceil_div(a: Expr, b: int | Const) -> Expr:
     return floordiv(add(a, less_one), b)
 
 
-_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
+# `^` binds looser than + in C: below every other operator, so it is always bracketed inside one.
+_PRECEDENCE = {"^": 0, "+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
 
 
 def to_c(e: Expr, parent: int = 0, named: bool = True) -> str:
@@ -204,6 +218,8 @@ def evaluate(e: Expr, env: dict[str, Any]) -> Any:
         return a // b
     if e.op == "min":
         return min(a, b) if isinstance(a, int) and isinstance(b, int) else np.minimum(a, b)
+    if e.op == "^":
+        return a ^ b
     return a % b
 
 
@@ -220,6 +236,14 @@ def substitute(e: Expr, bindings: dict[str, Expr]) -> Expr:
     if isinstance(e, Var):
         return bindings.get(e.name, e)
     if isinstance(e, BinOp):
-        build = {"+": add, "-": sub, "*": mul, "/": floordiv, "%": mod, "min": minimum}[e.op]
+        build = {
+            "+": add,
+            "-": sub,
+            "*": mul,
+            "/": floordiv,
+            "%": mod,
+            "min": minimum,
+            "^": xor,
+        }[e.op]
         return build(substitute(e.lhs, bindings), substitute(e.rhs, bindings))
     return e

@@ -135,8 +135,15 @@ class _Trace:
         slot = np.asarray(evaluate(tile.slot, self.env))
         r0 = np.asarray(evaluate(tile.offset[0], self.env))
         c0 = np.asarray(evaluate(tile.offset[1], self.env))
-        first = buf.element(slot, r0, c0)
-        last = buf.element(slot, r0 + tile.rows - 1, c0 + tile.cols - 1)
+        if buf.xor:
+            # Swizzled chunks stay inside their line, not inside the tile's columns:
+            # the footprint is the tile's whole lines (a superset, so no hazard is missed).
+            l0, count = (r0, tile.rows) if buf.layout == "row" else (c0, tile.cols)
+            first = buf.line_span(slot, l0)[0]
+            last = buf.line_span(slot, l0 + count - 1)[1] - 1
+        else:
+            first = buf.element(slot, r0, c0)
+            last = buf.element(slot, r0 + tile.rows - 1, c0 + tile.cols - 1)
         base = self.offsets[buf.name]
         private = buf.per_warp and str(tile.slot) == "warp"
         a = _Access(

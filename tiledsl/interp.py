@@ -405,10 +405,37 @@ class _Interpreter:
         else:
             op = self.k.gemm.operand(tile.operand)
             size, base, ld = DTYPE_BYTES[op.dtype], 0, int(evaluate(op.leading_dim, blk.env))
+        if self.k.schedule.instruction == "mma.sync":
+            self._check_lane_pointers(blk, tile, stmt, size, base)
+            return
         if ((base + flat * size) % 32).any() or (ld * size) % 16:
             raise InterpreterError(
                 f"`{stmt_text(stmt)}`: WMMA needs a 32-byte aligned pointer "
                 f"and a leading dimension of whole 16 bytes (ld = {ld})"
+            )
+
+    def _check_lane_pointers(self, blk: _Block, tile: Tile, stmt, size: int, base: int) -> None:
+        """mma.sync: ldmatrix reads whole 16-byte lines, and an accumulator lane moves two
+        elements of a row-major row at once; each such address must be aligned to its width."""
+        frag = self.k.fragment(stmt.frag.name)
+        if isinstance(tile, SharedTile):
+            layout = self.k.buffer(tile.buffer).layout
+        else:
+            layout = self.k.gemm.operand(tile.operand).layout
+        width = 2 * size if frag.role == "accumulator" else 16
+        if frag.role == "accumulator" and layout == "col":
+            return  # stored element by element
+        step = width // size
+        if layout == "row":
+            rows, cols = np.arange(tile.rows), np.arange(0, tile.cols, step)
+        else:
+            rows, cols = np.arange(0, tile.rows, step), np.arange(tile.cols)
+        _, flat, _ = self._locate(
+            blk, tile, rows.reshape(-1, 1), cols.reshape(1, -1), stmt_text(stmt)
+        )
+        if ((base + flat * size) % width).any():
+            raise InterpreterError(
+                f"`{stmt_text(stmt)}`: mma.sync needs each lane's {width}-byte access aligned"
             )
 
     def _check_alignment(self, tile: Tile, first: np.ndarray, vector: int, what: str) -> None:

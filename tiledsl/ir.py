@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .errors import NOWHERE, Loc
-from .expr import ZERO, Expr, to_c
+from .expr import ZERO, Expr, floordiv, lift, mod, mul, to_c, xor
 from .gemm import Gemm
 from .schedule import Schedule
 from .targets import Target
@@ -92,6 +92,7 @@ class SharedBuffer:
     per_warp: bool = False  # one slot per warp, indexed by `warp`
     layout: str = "row"
     alias: str | None = None  # shares the bytes of this buffer (a union), e.g. Cs over As
+    xor: bool = False  # `pad xor`: each line's 16-byte chunks permuted (see xor_geometry)
 
     @property
     def lines(self) -> int:
@@ -113,9 +114,41 @@ class SharedBuffer:
         Works on index expressions and numpy arrays alike; every reader of shared
         memory (emitter, interpreter, bank model, hazard analysis) goes through it.
         """
-        if self.layout == "row":
-            return (slot * self.rows + row) * self.pitch + col
-        return (slot * self.cols + col) * self.pitch + row
+        line, pos = (row, col) if self.layout == "row" else (col, row)
+        if self.xor:
+            pos = self.swizzled(line, pos)
+        return (slot * self.lines + line) * self.pitch + pos
+
+    def swizzled(self, line, pos):
+        """Where element `pos` of `line` is stored under `pad xor`: its 16-byte chunk
+        XORed with the line's group number, so that 8 consecutive lines put the same
+        chunk in 8 different 16-byte bank groups (what ldmatrix's 8 row reads need)."""
+        chunk, groups, repeat = xor_geometry(self.line_length, self.dtype)
+        if isinstance(line, Expr) or isinstance(pos, Expr):
+            key = mul(mod(floordiv(lift(line), lift(repeat)), lift(groups)), lift(chunk))
+            return xor(lift(pos), key)
+        return pos ^ (line // repeat % groups * chunk)
+
+    def line_span(self, slot, line):
+        """First and one-past-last element of one whole line (what `pad xor` may touch)."""
+        start = (slot * self.lines + line) * self.pitch
+        return start, start + self.line_length
+
+
+def xor_geometry(line_length: int, dtype: str) -> tuple[int, int, int]:
+    """(chunk, groups, repeat) of the XOR swizzle of lines of `line_length` elements.
+
+    A chunk is 16 bytes (what one cp.async and one ldmatrix row move). The chunk index
+    is XORed with (line / repeat) % groups: `groups`, the largest power of two ≤ 8
+    dividing the chunks of a line, keeps every chunk inside its line; `repeat` = 8 /
+    groups spreads 8 consecutive lines over 8 bank groups even when a line has fewer
+    than 8 chunks (a 64-byte line: pairs of lines share a key, and their halves differ).
+    groups == 1 means the line cannot be swizzled (one chunk, or an odd count).
+    """
+    chunk = 16 // DTYPE_BYTES[dtype]
+    chunks = line_length // chunk if line_length % chunk == 0 else 1
+    groups = next(g for g in (8, 4, 2, 1) if chunks % g == 0)
+    return chunk, groups, 8 // groups
 
 
 @dataclass(frozen=True)

@@ -152,11 +152,12 @@ class _Builder(Transformer):
 #: How each directive is written: the note of a syntax error inside it.
 USAGE = {
     "block": "a block tile is written BM x BN x BK, e.g. 128 x 128 x 32",
-    "mma": "a fragment shape is written M x N x K, e.g. mma 16 x 16 x 16",
+    "mma": "a fragment shape is written M x N x K (WMMA), e.g. mma 16 x 16 x 16, "
+    "or as a PTX instruction shape, mma m16n8k16",
     "coarsen": "warp coarsening is written CM x CN, e.g. coarsen 4 x 2",
     "stages": "stages takes one number, e.g. stages 2",
     "copy": "copy takes 'async' or 'sync' and a width in bytes, e.g. copy async 16",
-    "pad": "pad is written pad auto, pad none, or pad A 8, B 8",
+    "pad": "pad is written pad auto, pad none, pad xor, or pad A 8, B 8",
     "swizzle": "swizzle is written swizzle none, swizzle grouped G or swizzle zigzag W",
     "sync": "sync is written sync all or sync minimal",
     "load_order": "load_order is written load_order ab, load_order ba or load_order alternate",

@@ -7,6 +7,7 @@ each was written, so that later errors can point at the directive that asked.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from . import syntax as S
@@ -18,11 +19,14 @@ from .targets import DEFAULT_TARGET, TARGETS, UNMODELLED, parse_target_name
 class Schedule:
     block: tuple[int, int, int] = (0, 0, 0)
     mma: tuple[int, int, int] = (16, 16, 16)
+    # "wmma" (`mma 16 x 16 x 16`: nvcuda::wmma fragments) or "mma.sync" (`mma m16n8k16`:
+    # the PTX instruction, fed by ldmatrix; the only path that can read `pad xor` tiles)
+    instruction: str = "wmma"
     coarsen: tuple[int, int] = (1, 1)
     stages: int = 2
     copy_mode: str = "async"
     copy_bytes: int = 16
-    pad: str = "auto"  # "auto", "none" or "explicit"
+    pad: str = "auto"  # "auto", "none", "xor" or "explicit"
     pad_a: int = 0
     pad_b: int = 0
     swizzle: str = "grouped"
@@ -138,7 +142,23 @@ def _read_block(d, errs):
     return {"block": v} if v else {}
 
 
+_PTX_SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
+
+
 def _read_mma(d, errs):
+    word = _word(d)
+    if word:
+        match = _PTX_SHAPE.fullmatch(word)
+        if match is None:
+            errs.add(
+                d.args[0].loc,
+                f"'{word}' is not an instruction shape",
+                "write the mma.sync shape as mMnNkK, e.g. `mma m16n8k16`, "
+                "or a WMMA fragment as `mma 16 x 16 x 16`",
+            )
+            return {}
+        shape = tuple(int(x) for x in match.groups())
+        return {"mma": shape, "instruction": "mma.sync"}
     v = _ints(d, 3, errs)
     return {"mma": v} if v else {}
 
@@ -170,7 +190,7 @@ def _read_copy(d, errs):
 
 def _read_pad(d, errs):
     first = _word(d)
-    if first in ("auto", "none") and len(d.args) == 1:
+    if first in ("auto", "none", "xor") and len(d.args) == 1:
         return {"pad": first}
     pads = {}
     for group in d.groups:

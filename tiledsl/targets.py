@@ -14,6 +14,10 @@ from dataclasses import dataclass
 Shape = tuple[int, int, int]
 
 _WMMA_F16: tuple[Shape, ...] = ((16, 16, 16), (32, 8, 16), (8, 32, 16))
+# mma.sync PTX (sm_80+), written `mma m16n8k16`: the instruction WMMA's 16 x 16 x 16 is
+# made of, with ldmatrix feeding it. Only the shape the fast path uses is offered.
+_PTX_F16: tuple[Shape, ...] = ((16, 8, 16),)
+_PTX = {"f16": _PTX_F16, "bf16": _PTX_F16}
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,8 @@ class Target:
     mma_shapes: dict[str, tuple[Shape, ...]]  # input dtype -> fragment shapes (M, N, K)
     has_cp_async: bool
     max_blocks_per_sm: int | None = None  # None: not documented for this target
+    # input dtype -> mma.sync instruction shapes (empty: no PTX path, e.g. MUSA)
+    ptx_mma_shapes: dict[str, tuple[Shape, ...]] | None = None
 
     def registers_per_thread(self, threads: int) -> int:
         """The most registers a thread may hold in a block of `threads` threads.
@@ -65,6 +71,7 @@ TARGETS: dict[str, Target] = {
         {"f16": _WMMA_F16, "bf16": _WMMA_F16},
         True,
         32,
+        _PTX,
     ),
     "cuda sm_90": Target(
         "cuda",
@@ -79,6 +86,7 @@ TARGETS: dict[str, Target] = {
         {"f16": _WMMA_F16, "bf16": _WMMA_F16},
         True,
         32,
+        _PTX,
     ),
     "cuda sm_120": Target(
         "cuda",
@@ -93,6 +101,7 @@ TARGETS: dict[str, Target] = {
         {"f16": _WMMA_F16, "bf16": _WMMA_F16},
         True,
         32,
+        _PTX,
     ),
     "musa mp_22": Target(
         "musa",

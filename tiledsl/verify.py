@@ -232,6 +232,8 @@ def pow2_alignment(e: Expr, known: dict[str, int]) -> int:
         return min(a, b)
     if e.op == "*":
         return min(a * b, 1 << 30)
+    if e.op == "^":
+        return min(a, b)  # XOR keeps every low bit both operands have clear
     return 1
 
 
@@ -260,6 +262,21 @@ def _check_fragment_alignment(kernel: KernelIR, errs: Collector) -> None:
             base = 0
         pointer = min(pow2_alignment(element, known) * size, base & -base if base else 1 << 30)
         ldm = pow2_alignment(ld, known) * size
+        if s.instruction == "mma.sync":
+            # ldmatrix reads 16-byte rows; accumulators move 2 elements per lane and row.
+            frag = kernel.fragment(stmt.frag.name)
+            need = 2 * size if frag.role == "accumulator" else 16
+            if pointer < need or ldm < need:
+                name = tile.buffer if isinstance(tile, SharedTile) else tile.operand
+                errs.add(
+                    s.loc("mma"),
+                    f"{frag.role} fragments of {name} would be reached through pointers only "
+                    f"{pointer}-byte aligned (rows {ldm} bytes apart); mma.sync's "
+                    f"{'ldmatrix rows' if need == 16 else 'lanes'} need {need}",
+                    "use tile sizes that are multiples of 8 elements",
+                )
+                return
+            continue
         if pointer < 32 or ldm < 16:
             name = tile.buffer if isinstance(tile, SharedTile) else tile.operand
             m, n, k = s.mma

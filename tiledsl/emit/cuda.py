@@ -9,6 +9,7 @@ that its default applies) and what it did to the code.
 from __future__ import annotations
 
 from .. import __version__
+from . import ptx_mma
 from ..epilogue_ops import Epilogue
 from ..expr import Expr, to_c
 from ..grid import block_tile, grid_vars
@@ -32,6 +33,7 @@ from ..ir import (
     buffer_offsets,
     walk,
 )
+from ..ir import xor_geometry
 from ..launch import launch_of
 from ..lower import named_constants
 
@@ -86,6 +88,7 @@ __device__ __forceinline__ void cp_async_wait() {
             head[2:2] = ["#include <cuda_bf16.h>"]
         if any(isinstance(s, Copy) and s.mode == "async" for k in kernels for s in walk(k.body)):
             head += [self.async_helpers, ""]
+        head += ptx_mma.module_helpers(kernels)
         return "\n".join(head) + "\n" + "\n\n".join(self.emit_kernel(k) for k in kernels) + "\n"
 
     def emit_kernel(self, k: KernelIR) -> str:
@@ -153,6 +156,11 @@ __device__ __forceinline__ void cp_async_wait() {
         tiles = [b for b in k.buffers if not b.per_warp]
         if not tiled:
             padding = "unused: no shared-memory tiles of A and B"
+        elif "padding" in k.passes and s.pad == "xor":
+            padding = (
+                "no padding; each line's 16-byte chunks are XOR-permuted so that ldmatrix's "
+                "8 row reads hit 8 bank groups"
+            )
         elif "padding" in k.passes:
             pads = ", ".join(f"{b.name} {b.pitch - b.line_length}" for b in tiles)
             padding = f"rows padded by {pads} element(s): pitches below"
@@ -184,7 +192,15 @@ __device__ __forceinline__ void cp_async_wait() {
             ),
             f"constexpr int BM = {consts['BM'].value}, BN = {consts['BN'].value}, "
             f"BK = {consts['BK'].value};",
-            self._directive(s, "mma", f"mma {mm} x {mn} x {mk}", "one tensor-core fragment"),
+            self._directive(s, "mma", f"mma {mm} x {mn} x {mk}", "one tensor-core fragment")
+            if s.instruction == "wmma"
+            else self._directive(
+                s,
+                "mma",
+                f"mma m{mm}n{mn}k{mk}",
+                "one mma.sync instruction per fragment; ldmatrix loads A and B "
+                "(registers in PTX's layout: see the helpers above)",
+            ),
             f"constexpr int MMA_M = {mm}, MMA_N = {mn}, MMA_K = {mk};",
             self._directive(
                 s,
@@ -227,6 +243,12 @@ __device__ __forceinline__ void cp_async_wait() {
                 f"constexpr int {up}_{major} = {b.lines}, {up}_PITCH = {b.pitch};  "
                 f"// {b.purpose}: {b.slots} slot(s) of {b.rows} x {b.cols}, {b.layout}-major"
             )
+            if b.xor:
+                chunk, groups, repeat = xor_geometry(b.line_length, b.dtype)
+                out.append(
+                    f"constexpr int {up}_XOR_CHUNK = {chunk}, {up}_XOR_GROUPS = {groups}, "
+                    f"{up}_XOR_REPEAT = {repeat};  // pad xor: chunk ^= line / {repeat} % {groups}"
+                )
         out += [
             self._directive(
                 s,
@@ -333,7 +355,9 @@ __device__ __forceinline__ void cp_async_wait() {
         tiles = grid_vars(k)
         mapping = block_tile(k)
         out.append("const int warp = threadIdx.x / WARP_SIZE;")
-        if any(isinstance(s, Copy) and s.by == "warp" for s in walk(k.body)):
+        if k.schedule.instruction == "mma.sync" or any(
+            isinstance(s, Copy) and s.by == "warp" for s in walk(k.body)
+        ):
             out.append("const int lane = threadIdx.x % WARP_SIZE;")
         out += [
             "const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in the block",
@@ -352,6 +376,8 @@ __device__ __forceinline__ void cp_async_wait() {
         return out
 
     def _fragments(self, k: KernelIR) -> list[str]:
+        if k.schedule.instruction == "mma.sync":
+            return ptx_mma.declarations(k)
         out = []
         for f in k.fragments:
             ctype = C_TYPES[f.dtype]
@@ -385,6 +411,10 @@ __device__ __forceinline__ void cp_async_wait() {
                 f"for (int {s.var} = {self._e(s.start)}; {s.var} < {self._e(s.stop)}; {step}) {{"
             )
             return head + ["    " + x for x in self._stmts(k, s.body)] + ["}"]
+        if k.schedule.instruction == "mma.sync":
+            lowered = ptx_mma.statement(self, k, s)
+            if lowered is not None:
+                return lowered
         if isinstance(s, Fill):
             value = f"{float(s.value)!r}" + ("f" if k.fragment(s.frag.name).dtype == "f32" else "")
             return [f"{w}::fill_fragment({s.frag}, {value});"]
@@ -609,9 +639,14 @@ __device__ __forceinline__ void cp_async_wait() {
         row = self._plus(self._e(tile.offset[0]), r)
         col = self._plus(self._e(tile.offset[1]), c)
         if isinstance(tile, SharedTile):
-            if k.buffer(tile.buffer).layout == "col":
-                return f"{tile.buffer}[{self._e(tile.slot)}][{col}][{row}]"
-            return f"{tile.buffer}[{self._e(tile.slot)}][{row}][{col}]"
+            buf = k.buffer(tile.buffer)
+            line, pos = (row, col) if buf.layout == "row" else (col, row)
+            if buf.xor:
+                up = buf.name.upper()
+                pos = (
+                    f"xor_swizzle<{up}_XOR_CHUNK, {up}_XOR_GROUPS, {up}_XOR_REPEAT>({line}, {pos})"
+                )
+            return f"{tile.buffer}[{self._e(tile.slot)}][{line}][{pos}]"
         op = k.gemm.operand(tile.operand)
         grow, gcol = self._global_rc(tile, r, c)
         ld = self._e(op.leading_dim)

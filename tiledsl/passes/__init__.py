@@ -62,8 +62,8 @@ def _registry() -> tuple[Pass, ...]:
             "padding",
             "pad",
             padding,
-            lambda s: s.stages >= 1 and (s.pad == "auto" or bool(s.pad_a or s.pad_b)),
-            "changes the shared-memory row pitch of A and B",
+            lambda s: s.stages >= 1 and (s.pad in ("auto", "xor") or bool(s.pad_a or s.pad_b)),
+            "changes the shared-memory row pitch of A and B, or XOR-swizzles their rows",
         ),
         Pass(
             "swizzle",

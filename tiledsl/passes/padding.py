@@ -1,8 +1,11 @@
-"""padding (`pad A n, B n`, `pad auto`, `pad none`): the row pitch of the A and B tiles.
+"""padding (`pad A n, B n`, `pad auto`, `pad none`, `pad xor`): the row pitch of the A and
+B tiles, or (`pad xor`) no padding and an XOR permutation of each row's 16-byte chunks.
 
 Every index into a shared buffer is computed from its pitch (`As[slot][row][col]`
 with rows `pitch` elements apart), so the pass only changes the pitch; the bank
-model (tiledsl.banks) tells `pad auto` which pad removes the most conflicts.
+model (tiledsl.banks) tells `pad auto` which pad removes the most conflicts. `pad xor`
+keeps the natural pitch and marks the tiles swizzled: `SharedBuffer.element`, which
+every reader of shared memory goes through, then applies the permutation.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ def padding(kernel: KernelIR) -> KernelIR:
     pads = {g.a.name + "s": s.pad_a, g.b.name + "s": s.pad_b}
     buffers = []
     for b in kernel.buffers:
-        if b.name in pads:
+        if b.name in pads and s.pad == "xor":
+            b = replace(b, pitch=b.line_length, xor=True)
+        elif b.name in pads:
             pad = best_pad(kernel, b.name) if s.pad == "auto" else pads[b.name]
             b = replace(b, pitch=b.line_length + pad)
         buffers.append(b)
