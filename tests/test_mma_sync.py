@@ -52,9 +52,11 @@ def on_mma_sync(text: str) -> str:
         word = directive.split()[0]
         text = re.sub(
             r"(kernel \w+ \{(?:(?!\n\s*kernel )[\s\S])*?)\}",
-            lambda m, d=directive, w=word: m.group(0)
-            if re.search(rf"^\s*{w}\b", m.group(1), re.M)
-            else m.group(1) + f"    {d}\n}}",
+            lambda m, d=directive, w=word: (
+                m.group(0)
+                if re.search(rf"^\s*{w}\b", m.group(1), re.M)
+                else m.group(1) + f"    {d}\n}}"
+            ),
             text,
         )
     return text
@@ -141,7 +143,9 @@ BASE = LAYOUT_KERNEL.format(a="row", b="row", c="row")
 
 
 def test_pad_xor_needs_the_mma_sync_path() -> None:
-    text = BASE.replace("mma m16n8k16", "mma 16 x 16 x 16").replace("coarsen 2 x 4", "coarsen 2 x 2")
+    text = BASE.replace("mma m16n8k16", "mma 16 x 16 x 16").replace(
+        "coarsen 2 x 4", "coarsen 2 x 2"
+    )
     line, col, message = _error(text)
     assert (line, col) == (11, 5)
     assert message.startswith("pad xor permutes each row's 16-byte chunks")

@@ -213,6 +213,8 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
         _check_registers(sched, target, threads, errs)
     if gemm is not None and sched.stages >= 1:
         _check_copy_width(sched, gemm, errs)
+    if sched.fragment_buffers == 2:
+        _check_fragment_buffers(sched, errs)
     if gemm is not None and sched.pad == "xor" and sched.instruction == "mma.sync":
         _check_xor_lines(sched, gemm, errs)
     if gemm is not None and sched.stages == 0:
@@ -257,6 +259,26 @@ def _check_ptx_mma(sched: Schedule, target: Target, dtype: str, errs: Collector)
         )
         return False
     return True
+
+
+def _check_fragment_buffers(sched: Schedule, errs: Collector) -> None:
+    """Double-buffered fragments ride on the pipeline, with an even count of fragment steps."""
+    if sched.stages < 2:
+        errs.add(
+            sched.loc("fragment_buffers"),
+            f"fragment_buffers 2 loads the next step's fragments across the pipeline's "
+            f"barrier, and stages {sched.stages} has no pipeline",
+            "use stages 2 or more, or drop `fragment_buffers 2`",
+        )
+        return
+    bk, k = sched.block[2], sched.mma[2]
+    if (bk // k) % 2:
+        errs.add(
+            sched.loc("fragment_buffers"),
+            f"fragment_buffers 2 alternates two fragment sets over the fragment steps of a "
+            f"block step, and BK / mma.K = {bk} / {k} = {bk // k} is odd",
+            f"make BK a multiple of {2 * k}, e.g. {max(2 * k, bk + k)}",
+        )
 
 
 def _check_xor_lines(sched: Schedule, gemm: Gemm, errs: Collector) -> None:

@@ -74,8 +74,7 @@ def fragment_ways(kernel: KernelIR, load: LoadFrag, pitch: int) -> int:
     for r0 in range(0, rows, 8):
         for c0 in range(0, cols, 16 // size):
             addrs = [
-                ((r0 + r) * pitch + (buf.swizzled(r0 + r, c0) if buf.xor else c0))
-                * size
+                ((r0 + r) * pitch + (buf.swizzled(r0 + r, c0) if buf.xor else c0)) * size
                 for r in range(min(8, rows - r0))
             ]
             worst = max(worst, _ways(addrs, 16, 8))

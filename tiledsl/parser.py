@@ -156,6 +156,7 @@ USAGE = {
     "or as a PTX instruction shape, mma m16n8k16",
     "coarsen": "warp coarsening is written CM x CN, e.g. coarsen 4 x 2",
     "stages": "stages takes one number, e.g. stages 2",
+    "fragment_buffers": "fragment_buffers takes 1 or 2, e.g. fragment_buffers 2",
     "copy": "copy takes 'async' or 'sync' and a width in bytes, e.g. copy async 16",
     "pad": "pad is written pad auto, pad none, pad xor, or pad A 8, B 8",
     "swizzle": "swizzle is written swizzle none, swizzle grouped G or swizzle zigzag W",

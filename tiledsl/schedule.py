@@ -24,6 +24,7 @@ class Schedule:
     instruction: str = "wmma"
     coarsen: tuple[int, int] = (1, 1)
     stages: int = 2
+    fragment_buffers: int = 1  # 2: A and B fragments double-buffered in registers
     copy_mode: str = "async"
     copy_bytes: int = 16
     pad: str = "auto"  # "auto", "none", "xor" or "explicit"
@@ -173,6 +174,20 @@ def _read_stages(d, errs):
     return {"stages": v[0]} if v else {}
 
 
+def _read_fragment_buffers(d, errs):
+    v = _ints(d, 1, errs)
+    if v is None:
+        return {}
+    if v[0] not in (1, 2):
+        errs.add(
+            d.args[0].loc,
+            f"fragment_buffers is 1 or 2, found {v[0]}",
+            "write `fragment_buffers 2` to double-buffer fragments, or drop the line",
+        )
+        return {}
+    return {"fragment_buffers": v[0]}
+
+
 def _read_copy(d, errs):
     mode = _word(d)
     v = _ints(d, 1, errs)
@@ -247,6 +262,7 @@ _READERS = {
     "mma": _read_mma,
     "coarsen": _read_coarsen,
     "stages": _read_stages,
+    "fragment_buffers": _read_fragment_buffers,
     "copy": _read_copy,
     "pad": _read_pad,
     "swizzle": _read_swizzle,

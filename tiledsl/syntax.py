@@ -142,6 +142,7 @@ DIRECTIVES = (
     "mma",
     "coarsen",
     "stages",
+    "fragment_buffers",
     "copy",
     "pad",
     "swizzle",

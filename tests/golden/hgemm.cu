@@ -35,6 +35,7 @@ constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
 constexpr int WARPS_M = 2, WARPS_N = 2, WARP_SIZE = 32, THREADS = 128;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 3 (line 15): 3 shared-memory slots of A and B; copies run 2 step(s) ahead of the compute (smem-tiling, multi-buffering)
+// fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
 // copy async 16 (line 16): cp.async copies of 16-byte vectors, global -> shared
 // pad auto (line 17): rows padded by As 8, Bs 8 element(s): pitches below
 constexpr int AS_ROWS = 128, AS_PITCH = 72;  // block tile of A: 3 slot(s) of 128 x 64, row-major
@@ -87,13 +88,15 @@ hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict_
         if (s < (K + BK - 1) / BK) {
             // copy 128x64 A -> As: 8-element vectors, spread over all 128 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 1024; v += THREADS) {
+            for (int it = 0; it < 8; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 8, c = v % 8 * 8;
                 cp_async<16>(&As[s][r][c], &A[(long long)(bm * BM + r) * K + (s * BK + c)]);
             }
             // copy 64x128 B -> Bs: 8-element vectors, spread over all 128 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 1024; v += THREADS) {
+            for (int it = 0; it < 8; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 16, c = v % 16 * 8;
                 cp_async<16>(&Bs[s][r][c], &B[(long long)(s * BK + r) * N + (bn * BN + c)]);
             }
@@ -107,13 +110,15 @@ hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict_
         if (kt + 2 < (K + BK - 1) / BK) {
             // copy 128x64 A -> As: 8-element vectors, spread over all 128 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 1024; v += THREADS) {
+            for (int it = 0; it < 8; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 8, c = v % 8 * 8;
                 cp_async<16>(&As[(kt + 2) % 3][r][c], &A[(long long)(bm * BM + r) * K + ((kt + 2) * BK + c)]);
             }
             // copy 64x128 B -> Bs: 8-element vectors, spread over all 128 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 1024; v += THREADS) {
+            for (int it = 0; it < 8; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 16, c = v % 16 * 8;
                 cp_async<16>(&Bs[(kt + 2) % 3][r][c], &B[(long long)((kt + 2) * BK + r) * N + (bn * BN + c)]);
             }
@@ -163,6 +168,7 @@ constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
 constexpr int WARPS_M = 2, WARPS_N = 2, WARP_SIZE = 32, THREADS = 128;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 3 (line 15): 3 shared-memory slots of A and B; copies run 2 step(s) ahead of the compute (smem-tiling, multi-buffering)
+// fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
 // copy async 16 (line 16): cp.async copies of 16-byte vectors, global -> shared
 // pad auto (line 17): rows padded by As 8, Bs 8 element(s): pitches below
 constexpr int AS_ROWS = 128, AS_PITCH = 72;  // block tile of A: 3 slot(s) of 128 x 64, row-major
@@ -219,7 +225,8 @@ hgemm_edge(const half* __restrict__ A, const half* __restrict__ B, float* __rest
         if (s < (K + BK - 1) / BK) {
             // copy 128x64 A -> As, guarded: 8-element vectors over all 128 threads; elements outside A (M x K) read as zero
             #pragma unroll
-            for (int v = threadIdx.x; v < 1024; v += THREADS) {
+            for (int it = 0; it < 8; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 8, c = v % 8 * 8;
                 const int gr = bm * BM + r, gc = s * BK + c;  // in A
                 if (K % 8 == 0 && gr < M && gc + 8 <= K) {  // a whole, aligned vector
@@ -233,7 +240,8 @@ hgemm_edge(const half* __restrict__ A, const half* __restrict__ B, float* __rest
             }
             // copy 64x128 B -> Bs, guarded: 8-element vectors over all 128 threads; elements outside B (K x N) read as zero
             #pragma unroll
-            for (int v = threadIdx.x; v < 1024; v += THREADS) {
+            for (int it = 0; it < 8; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 16, c = v % 16 * 8;
                 const int gr = s * BK + r, gc = bn * BN + c;  // in B
                 if (N % 8 == 0 && gr < K && gc + 8 <= N) {  // a whole, aligned vector
@@ -255,7 +263,8 @@ hgemm_edge(const half* __restrict__ A, const half* __restrict__ B, float* __rest
         if (kt + 2 < (K + BK - 1) / BK) {
             // copy 128x64 A -> As, guarded: 8-element vectors over all 128 threads; elements outside A (M x K) read as zero
             #pragma unroll
-            for (int v = threadIdx.x; v < 1024; v += THREADS) {
+            for (int it = 0; it < 8; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 8, c = v % 8 * 8;
                 const int gr = bm * BM + r, gc = (kt + 2) * BK + c;  // in A
                 if (K % 8 == 0 && gr < M && gc + 8 <= K) {  // a whole, aligned vector
@@ -269,7 +278,8 @@ hgemm_edge(const half* __restrict__ A, const half* __restrict__ B, float* __rest
             }
             // copy 64x128 B -> Bs, guarded: 8-element vectors over all 128 threads; elements outside B (K x N) read as zero
             #pragma unroll
-            for (int v = threadIdx.x; v < 1024; v += THREADS) {
+            for (int it = 0; it < 8; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 16, c = v % 16 * 8;
                 const int gr = (kt + 2) * BK + r, gc = bn * BN + c;  // in B
                 if (N % 8 == 0 && gr < K && gc + 8 <= N) {  // a whole, aligned vector
@@ -313,7 +323,8 @@ hgemm_edge(const half* __restrict__ A, const half* __restrict__ B, float* __rest
             __syncwarp();  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
             // copy 16x16 Cs -> C, guarded: 4-element vectors over the lanes of each warp; elements outside C (M x N) are not written
             #pragma unroll
-            for (int v = lane; v < 64; v += WARP_SIZE) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = lane + it * WARP_SIZE;
                 const int r = v / 4, c = v % 4 * 4;
                 const int gr = bm * BM + (wm * 4 + i) * MMA_M + r, gc = bn * BN + (wn * 4 + j) * MMA_N + c;  // in C
                 if (N % 4 == 0 && gr < M && gc + 4 <= N) {  // a whole, aligned vector

@@ -35,6 +35,7 @@ constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
 constexpr int WARPS_M = 2, WARPS_N = 4, WARP_SIZE = 32, THREADS = 256;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 3 (line 13): 3 shared-memory slots of A and B; copies run 2 step(s) ahead of the compute (smem-tiling, multi-buffering)
+// fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
 // copy async 16 (line 14): cp.async copies of 16-byte vectors, global -> shared
 // pad auto (line 15): rows padded by As 8, Bs 8 element(s): pitches below
 constexpr int AS_ROWS = 128, AS_PITCH = 40;  // block tile of A: 3 slot(s) of 128 x 32, row-major
@@ -87,13 +88,15 @@ hgemm_nt(const half* __restrict__ A, const half* __restrict__ B, float* __restri
         if (s < (K + BK - 1) / BK) {
             // copy 128x32 A -> As: 8-element vectors, spread over all 256 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 512; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 4, c = v % 4 * 8;
                 cp_async<16>(&As[s][r][c], &A[(long long)(bm * BM + r) * K + (s * BK + c)]);
             }
             // copy 32x128 B -> Bs: 8-element vectors, spread over all 256 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 512; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int c = v / 4, r = v % 4 * 8;
                 cp_async<16>(&Bs[s][c][r], &B[(long long)(bn * BN + c) * K + (s * BK + r)]);
             }
@@ -107,13 +110,15 @@ hgemm_nt(const half* __restrict__ A, const half* __restrict__ B, float* __restri
         if (kt + 2 < (K + BK - 1) / BK) {
             // copy 128x32 A -> As: 8-element vectors, spread over all 256 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 512; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 4, c = v % 4 * 8;
                 cp_async<16>(&As[(kt + 2) % 3][r][c], &A[(long long)(bm * BM + r) * K + ((kt + 2) * BK + c)]);
             }
             // copy 32x128 B -> Bs: 8-element vectors, spread over all 256 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 512; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int c = v / 4, r = v % 4 * 8;
                 cp_async<16>(&Bs[(kt + 2) % 3][c][r], &B[(long long)(bn * BN + c) * K + ((kt + 2) * BK + r)]);
             }
@@ -163,6 +168,7 @@ constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
 constexpr int WARPS_M = 2, WARPS_N = 4, WARP_SIZE = 32, THREADS = 256;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 3 (line 13): 3 shared-memory slots of A and B; copies run 2 step(s) ahead of the compute (smem-tiling, multi-buffering)
+// fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
 // copy async 16 (line 14): cp.async copies of 16-byte vectors, global -> shared
 // pad auto (line 15): rows padded by As 8, Bs 8 element(s): pitches below
 constexpr int AS_ROWS = 128, AS_PITCH = 40;  // block tile of A: 3 slot(s) of 128 x 32, row-major
@@ -219,7 +225,8 @@ hgemm_nt_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
         if (s < (K + BK - 1) / BK) {
             // copy 128x32 A -> As, guarded: 8-element vectors over all 256 threads; elements outside A (M x K) read as zero
             #pragma unroll
-            for (int v = threadIdx.x; v < 512; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 4, c = v % 4 * 8;
                 const int gr = bm * BM + r, gc = s * BK + c;  // in A
                 if (K % 8 == 0 && gr < M && gc + 8 <= K) {  // a whole, aligned vector
@@ -233,7 +240,8 @@ hgemm_nt_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
             }
             // copy 32x128 B -> Bs, guarded: 8-element vectors over all 256 threads; elements outside B (K x N) read as zero
             #pragma unroll
-            for (int v = threadIdx.x; v < 512; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int c = v / 4, r = v % 4 * 8;
                 const int gr = s * BK + r, gc = bn * BN + c;  // in B
                 if (K % 8 == 0 && gc < N && gr + 8 <= K) {  // a whole, aligned vector
@@ -255,7 +263,8 @@ hgemm_nt_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
         if (kt + 2 < (K + BK - 1) / BK) {
             // copy 128x32 A -> As, guarded: 8-element vectors over all 256 threads; elements outside A (M x K) read as zero
             #pragma unroll
-            for (int v = threadIdx.x; v < 512; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 4, c = v % 4 * 8;
                 const int gr = bm * BM + r, gc = (kt + 2) * BK + c;  // in A
                 if (K % 8 == 0 && gr < M && gc + 8 <= K) {  // a whole, aligned vector
@@ -269,7 +278,8 @@ hgemm_nt_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
             }
             // copy 32x128 B -> Bs, guarded: 8-element vectors over all 256 threads; elements outside B (K x N) read as zero
             #pragma unroll
-            for (int v = threadIdx.x; v < 512; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int c = v / 4, r = v % 4 * 8;
                 const int gr = (kt + 2) * BK + r, gc = bn * BN + c;  // in B
                 if (K % 8 == 0 && gc < N && gr + 8 <= K) {  // a whole, aligned vector
@@ -313,7 +323,8 @@ hgemm_nt_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
             __syncwarp();  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
             // copy 16x16 Cs -> C, guarded: 4-element vectors over the lanes of each warp; elements outside C (M x N) are not written
             #pragma unroll
-            for (int v = lane; v < 64; v += WARP_SIZE) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = lane + it * WARP_SIZE;
                 const int c = v / 4, r = v % 4 * 4;
                 const int gr = bm * BM + (wm * 4 + i) * MMA_M + r, gc = bn * BN + (wn * 2 + j) * MMA_N + c;  // in C
                 if (M % 4 == 0 && gc < N && gr + 4 <= M) {  // a whole, aligned vector

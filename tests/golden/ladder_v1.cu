@@ -16,6 +16,7 @@ constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
 constexpr int WARPS_M = 4, WARPS_N = 1, WARP_SIZE = 32, THREADS = 128;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 0 (line 13): fragments load straight from global memory (no shared memory)
+// fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
 // copy sync 16 (default): unused: no shared-memory tiles of A and B
 // pad auto (default): unused: no shared-memory tiles of A and B
 // swizzle none (line 14): block i computes tile (i / tiles_n, i % tiles_n)

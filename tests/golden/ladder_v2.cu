@@ -16,6 +16,7 @@ constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
 constexpr int WARPS_M = 4, WARPS_N = 4, WARP_SIZE = 32, THREADS = 512;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 1 (line 13): one shared-memory tile of A and B, loaded then computed (smem-tiling)
+// fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
 // copy sync 16 (line 14): global -> shared copies move 16-byte vectors
 // pad none (line 15): unpadded: pitches below
 constexpr int AS_ROWS = 64, AS_PITCH = 32;  // block tile of A: 1 slot(s) of 64 x 32, row-major
@@ -55,13 +56,17 @@ hgemm_v2(const half* __restrict__ A, const half* __restrict__ B, float* __restri
     for (int kt = 0; kt < (K + BK - 1) / BK; ++kt) {
         // copy 64x32 A -> As: 8-element vectors, spread over all 512 threads
         #pragma unroll
-        for (int v = threadIdx.x; v < 256; v += THREADS) {
+        for (int it = 0; it < 1; ++it) {
+            const int v = threadIdx.x + it * THREADS;
+            if (v >= 256) break;  // the last pass is partial
             const int r = v / 4, c = v % 4 * 8;
             *reinterpret_cast<uint4*>(&As[0][r][c]) = *reinterpret_cast<const uint4*>(&A[(long long)(bm * BM + r) * K + (kt * BK + c)]);
         }
         // copy 32x64 B -> Bs: 8-element vectors, spread over all 512 threads
         #pragma unroll
-        for (int v = threadIdx.x; v < 256; v += THREADS) {
+        for (int it = 0; it < 1; ++it) {
+            const int v = threadIdx.x + it * THREADS;
+            if (v >= 256) break;  // the last pass is partial
             const int r = v / 8, c = v % 8 * 8;
             *reinterpret_cast<uint4*>(&Bs[0][r][c]) = *reinterpret_cast<const uint4*>(&B[(long long)(kt * BK + r) * N + (bn * BN + c)]);
         }
@@ -92,6 +97,7 @@ constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
 constexpr int WARPS_M = 4, WARPS_N = 4, WARP_SIZE = 32, THREADS = 512;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 1 (line 13): one shared-memory tile of A and B, loaded then computed (smem-tiling)
+// fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
 // copy sync 16 (line 14): global -> shared copies move 16-byte vectors
 // pad none (line 15): unpadded: pitches below
 constexpr int AS_ROWS = 64, AS_PITCH = 32;  // block tile of A: 1 slot(s) of 64 x 32, row-major
@@ -135,7 +141,9 @@ hgemm_v2_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
     for (int kt = 0; kt < (K + BK - 1) / BK; ++kt) {
         // copy 64x32 A -> As, guarded: 8-element vectors over all 512 threads; elements outside A (M x K) read as zero
         #pragma unroll
-        for (int v = threadIdx.x; v < 256; v += THREADS) {
+        for (int it = 0; it < 1; ++it) {
+            const int v = threadIdx.x + it * THREADS;
+            if (v >= 256) break;  // the last pass is partial
             const int r = v / 4, c = v % 4 * 8;
             const int gr = bm * BM + r, gc = kt * BK + c;  // in A
             if (K % 8 == 0 && gr < M && gc + 8 <= K) {  // a whole, aligned vector
@@ -149,7 +157,9 @@ hgemm_v2_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
         }
         // copy 32x64 B -> Bs, guarded: 8-element vectors over all 512 threads; elements outside B (K x N) read as zero
         #pragma unroll
-        for (int v = threadIdx.x; v < 256; v += THREADS) {
+        for (int it = 0; it < 1; ++it) {
+            const int v = threadIdx.x + it * THREADS;
+            if (v >= 256) break;  // the last pass is partial
             const int r = v / 8, c = v % 8 * 8;
             const int gr = kt * BK + r, gc = bn * BN + c;  // in B
             if (N % 8 == 0 && gr < K && gc + 8 <= N) {  // a whole, aligned vector
@@ -176,7 +186,8 @@ hgemm_v2_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
     __syncwarp();  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
     // copy 16x16 Cs -> C, guarded: 4-element vectors over the lanes of each warp; elements outside C (M x N) are not written
     #pragma unroll
-    for (int v = lane; v < 64; v += WARP_SIZE) {
+    for (int it = 0; it < 2; ++it) {
+        const int v = lane + it * WARP_SIZE;
         const int r = v / 4, c = v % 4 * 4;
         const int gr = bm * BM + wm * MMA_M + r, gc = bn * BN + wn * MMA_N + c;  // in C
         if (N % 4 == 0 && gr < M && gc + 4 <= N) {  // a whole, aligned vector

@@ -16,6 +16,7 @@ constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
 constexpr int WARPS_M = 2, WARPS_N = 2, WARP_SIZE = 32, THREADS = 128;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 1 (line 11): one shared-memory tile of A and B, loaded then computed (smem-tiling)
+// fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
 // copy sync 16 (line 12): global -> shared copies move 16-byte vectors
 // pad none (line 13): unpadded: pitches below
 constexpr int AS_ROWS = 64, AS_PITCH = 32;  // block tile of A: 1 slot(s) of 64 x 32, row-major
@@ -62,13 +63,15 @@ hgemm_v3(const half* __restrict__ A, const half* __restrict__ B, float* __restri
     for (int kt = 0; kt < (K + BK - 1) / BK; ++kt) {
         // copy 64x32 A -> As: 8-element vectors, spread over all 128 threads
         #pragma unroll
-        for (int v = threadIdx.x; v < 256; v += THREADS) {
+        for (int it = 0; it < 2; ++it) {
+            const int v = threadIdx.x + it * THREADS;
             const int r = v / 4, c = v % 4 * 8;
             *reinterpret_cast<uint4*>(&As[0][r][c]) = *reinterpret_cast<const uint4*>(&A[(long long)(bm * BM + r) * K + (kt * BK + c)]);
         }
         // copy 32x64 B -> Bs: 8-element vectors, spread over all 128 threads
         #pragma unroll
-        for (int v = threadIdx.x; v < 256; v += THREADS) {
+        for (int it = 0; it < 2; ++it) {
+            const int v = threadIdx.x + it * THREADS;
             const int r = v / 8, c = v % 8 * 8;
             *reinterpret_cast<uint4*>(&Bs[0][r][c]) = *reinterpret_cast<const uint4*>(&B[(long long)(kt * BK + r) * N + (bn * BN + c)]);
         }
@@ -118,6 +121,7 @@ constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
 constexpr int WARPS_M = 2, WARPS_N = 2, WARP_SIZE = 32, THREADS = 128;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 1 (line 11): one shared-memory tile of A and B, loaded then computed (smem-tiling)
+// fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
 // copy sync 16 (line 12): global -> shared copies move 16-byte vectors
 // pad none (line 13): unpadded: pitches below
 constexpr int AS_ROWS = 64, AS_PITCH = 32;  // block tile of A: 1 slot(s) of 64 x 32, row-major
@@ -168,7 +172,8 @@ hgemm_v3_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
     for (int kt = 0; kt < (K + BK - 1) / BK; ++kt) {
         // copy 64x32 A -> As, guarded: 8-element vectors over all 128 threads; elements outside A (M x K) read as zero
         #pragma unroll
-        for (int v = threadIdx.x; v < 256; v += THREADS) {
+        for (int it = 0; it < 2; ++it) {
+            const int v = threadIdx.x + it * THREADS;
             const int r = v / 4, c = v % 4 * 8;
             const int gr = bm * BM + r, gc = kt * BK + c;  // in A
             if (K % 8 == 0 && gr < M && gc + 8 <= K) {  // a whole, aligned vector
@@ -182,7 +187,8 @@ hgemm_v3_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
         }
         // copy 32x64 B -> Bs, guarded: 8-element vectors over all 128 threads; elements outside B (K x N) read as zero
         #pragma unroll
-        for (int v = threadIdx.x; v < 256; v += THREADS) {
+        for (int it = 0; it < 2; ++it) {
+            const int v = threadIdx.x + it * THREADS;
             const int r = v / 8, c = v % 8 * 8;
             const int gr = kt * BK + r, gc = bn * BN + c;  // in B
             if (N % 8 == 0 && gr < K && gc + 8 <= N) {  // a whole, aligned vector
@@ -226,7 +232,8 @@ hgemm_v3_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
             __syncwarp();  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
             // copy 16x16 Cs -> C, guarded: 4-element vectors over the lanes of each warp; elements outside C (M x N) are not written
             #pragma unroll
-            for (int v = lane; v < 64; v += WARP_SIZE) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = lane + it * WARP_SIZE;
                 const int r = v / 4, c = v % 4 * 4;
                 const int gr = bm * BM + (wm * 2 + i) * MMA_M + r, gc = bn * BN + (wn * 2 + j) * MMA_N + c;  // in C
                 if (N % 4 == 0 && gr < M && gc + 4 <= N) {  // a whole, aligned vector

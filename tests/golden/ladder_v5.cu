@@ -35,6 +35,7 @@ constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
 constexpr int WARPS_M = 2, WARPS_N = 2, WARP_SIZE = 32, THREADS = 128;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 2 (line 11): 2 shared-memory slots of A and B; copies run 1 step(s) ahead of the compute (smem-tiling, multi-buffering)
+// fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
 // copy async 16 (line 12): cp.async copies of 16-byte vectors, global -> shared
 // pad A 8, B 8 (line 13): rows padded by As 8, Bs 8 element(s): pitches below
 constexpr int AS_ROWS = 64, AS_PITCH = 40;  // block tile of A: 2 slot(s) of 64 x 32, row-major
@@ -83,13 +84,15 @@ hgemm_v5(const half* __restrict__ A, const half* __restrict__ B, float* __restri
         if (s < (K + BK - 1) / BK) {
             // copy 64x32 A -> As: 8-element vectors, spread over all 128 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 256; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 4, c = v % 4 * 8;
                 cp_async<16>(&As[s][r][c], &A[(long long)(bm * BM + r) * K + (s * BK + c)]);
             }
             // copy 32x64 B -> Bs: 8-element vectors, spread over all 128 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 256; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 8, c = v % 8 * 8;
                 cp_async<16>(&Bs[s][r][c], &B[(long long)(s * BK + r) * N + (bn * BN + c)]);
             }
@@ -103,13 +106,15 @@ hgemm_v5(const half* __restrict__ A, const half* __restrict__ B, float* __restri
         if (kt + 1 < (K + BK - 1) / BK) {
             // copy 64x32 A -> As: 8-element vectors, spread over all 128 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 256; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 4, c = v % 4 * 8;
                 cp_async<16>(&As[(kt + 1) % 2][r][c], &A[(long long)(bm * BM + r) * K + ((kt + 1) * BK + c)]);
             }
             // copy 32x64 B -> Bs: 8-element vectors, spread over all 128 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 256; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 8, c = v % 8 * 8;
                 cp_async<16>(&Bs[(kt + 1) % 2][r][c], &B[(long long)((kt + 1) * BK + r) * N + (bn * BN + c)]);
             }
@@ -159,6 +164,7 @@ constexpr int MMA_M = 16, MMA_N = 16, MMA_K = 16;
 constexpr int WARPS_M = 2, WARPS_N = 2, WARP_SIZE = 32, THREADS = 128;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 2 (line 11): 2 shared-memory slots of A and B; copies run 1 step(s) ahead of the compute (smem-tiling, multi-buffering)
+// fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
 // copy async 16 (line 12): cp.async copies of 16-byte vectors, global -> shared
 // pad A 8, B 8 (line 13): rows padded by As 8, Bs 8 element(s): pitches below
 constexpr int AS_ROWS = 64, AS_PITCH = 40;  // block tile of A: 2 slot(s) of 64 x 32, row-major
@@ -211,7 +217,8 @@ hgemm_v5_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
         if (s < (K + BK - 1) / BK) {
             // copy 64x32 A -> As, guarded: 8-element vectors over all 128 threads; elements outside A (M x K) read as zero
             #pragma unroll
-            for (int v = threadIdx.x; v < 256; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 4, c = v % 4 * 8;
                 const int gr = bm * BM + r, gc = s * BK + c;  // in A
                 if (K % 8 == 0 && gr < M && gc + 8 <= K) {  // a whole, aligned vector
@@ -225,7 +232,8 @@ hgemm_v5_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
             }
             // copy 32x64 B -> Bs, guarded: 8-element vectors over all 128 threads; elements outside B (K x N) read as zero
             #pragma unroll
-            for (int v = threadIdx.x; v < 256; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 8, c = v % 8 * 8;
                 const int gr = s * BK + r, gc = bn * BN + c;  // in B
                 if (N % 8 == 0 && gr < K && gc + 8 <= N) {  // a whole, aligned vector
@@ -247,7 +255,8 @@ hgemm_v5_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
         if (kt + 1 < (K + BK - 1) / BK) {
             // copy 64x32 A -> As, guarded: 8-element vectors over all 128 threads; elements outside A (M x K) read as zero
             #pragma unroll
-            for (int v = threadIdx.x; v < 256; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 4, c = v % 4 * 8;
                 const int gr = bm * BM + r, gc = (kt + 1) * BK + c;  // in A
                 if (K % 8 == 0 && gr < M && gc + 8 <= K) {  // a whole, aligned vector
@@ -261,7 +270,8 @@ hgemm_v5_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
             }
             // copy 32x64 B -> Bs, guarded: 8-element vectors over all 128 threads; elements outside B (K x N) read as zero
             #pragma unroll
-            for (int v = threadIdx.x; v < 256; v += THREADS) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int r = v / 8, c = v % 8 * 8;
                 const int gr = (kt + 1) * BK + r, gc = bn * BN + c;  // in B
                 if (N % 8 == 0 && gr < K && gc + 8 <= N) {  // a whole, aligned vector
@@ -305,7 +315,8 @@ hgemm_v5_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
             __syncwarp();  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
             // copy 16x16 Cs -> C, guarded: 4-element vectors over the lanes of each warp; elements outside C (M x N) are not written
             #pragma unroll
-            for (int v = lane; v < 64; v += WARP_SIZE) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = lane + it * WARP_SIZE;
                 const int r = v / 4, c = v % 4 * 4;
                 const int gr = bm * BM + (wm * 2 + i) * MMA_M + r, gc = bn * BN + (wn * 2 + j) * MMA_N + c;  // in C
                 if (N % 4 == 0 && gr < M && gc + 4 <= N) {  // a whole, aligned vector

@@ -9,7 +9,6 @@ that its default applies) and what it did to the code.
 from __future__ import annotations
 
 from .. import __version__
-from . import ptx_mma
 from ..epilogue_ops import Epilogue
 from ..expr import Expr, to_c
 from ..grid import block_tile, grid_vars
@@ -32,10 +31,11 @@ from ..ir import (
     Tile,
     buffer_offsets,
     walk,
+    xor_geometry,
 )
-from ..ir import xor_geometry
 from ..launch import launch_of
 from ..lower import named_constants
+from . import ptx_mma
 
 _VECTOR_TYPES = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
 _RASTER_MEANING = {
@@ -217,6 +217,15 @@ __device__ __forceinline__ void cp_async_wait() {
                 "stages",
                 f"stages {s.stages}",
                 staging,
+            ),
+            self._directive(
+                s,
+                "fragment_buffers",
+                f"fragment_buffers {s.fragment_buffers}",
+                "two sets of A and B fragments: step kk + 1's load while step kk computes, "
+                "and the block barrier sits at the last fragment step (fragment-buffering)"
+                if "fragment-buffering" in k.passes
+                else "one set of A and B fragments, loaded at each fragment step",
             ),
             self._directive(
                 s,
@@ -455,7 +464,6 @@ __device__ __forceinline__ void cp_async_wait() {
     def _copy(self, k: KernelIR, c: Copy) -> list[str]:
         if c.guard:
             return self._guarded_copy(k, c)
-        workers, first = ("THREADS", "threadIdx.x") if c.by == "block" else ("WARP_SIZE", "lane")
         src_t, dst_t = self._dtype(k, c.src), self._dtype(k, c.dst)
         along_rows = c.axis == "cols"  # vectors along a row: chunks walk rows
         line, lines = (c.src.cols, c.src.rows) if along_rows else (c.src.rows, c.src.cols)
@@ -465,8 +473,7 @@ __device__ __forceinline__ void cp_async_wait() {
         lines = [
             f"// copy {c.src.rows}x{c.src.cols} {self._name(c.src)} -> {self._name(c.dst)}: "
             f"{c.vector}-element vectors, spread over {who}",
-            "#pragma unroll",
-            f"for (int v = {first}; v < {lines * row_vecs}; v += {workers}) {{",
+            *self._chunk_loop(k, c, lines * row_vecs),
             f"    const int r = v / {row_vecs}, c = v % {row_vecs} * {c.vector};"
             if along_rows
             else f"    const int c = v / {row_vecs}, r = v % {row_vecs} * {c.vector};",
@@ -499,6 +506,30 @@ __device__ __forceinline__ void cp_async_wait() {
             ]
         return lines + ["}"]
 
+    @staticmethod
+    def _chunk_loop(k: KernelIR, c: Copy, total: int) -> list[str]:
+        """The head of a copy's loop over its `total` vector chunks, `v` the chunk.
+
+        Counted from 0 to a constant, not from threadIdx.x: with a trip count the
+        compiler knows, `#pragma unroll` unrolls it and every chunk's address folds to
+        a constant offset; a loop from threadIdx.x stays a loop, with its own branches
+        and address arithmetic at every step (measured: most of the kernel's integer work).
+        """
+        workers, first, count = (
+            ("THREADS", "threadIdx.x", k.threads)
+            if c.by == "block"
+            else ("WARP_SIZE", "lane", k.target.warp_width)
+        )
+        passes = -(-total // count)
+        out = [
+            "#pragma unroll",
+            f"for (int it = 0; it < {passes}; ++it) {{",
+            f"    const int v = {first} + it * {workers};",
+        ]
+        if total % count:
+            out.append(f"    if (v >= {total}) break;  // the last pass is partial")
+        return out
+
     def _guarded_copy(self, k: KernelIR, c: Copy) -> list[str]:
         """A copy whose global side may run past the operand (edge tiles).
 
@@ -507,7 +538,6 @@ __device__ __forceinline__ void cp_async_wait() {
         skipped on stores. The tests are per chunk, so interior chunks of an edge tile
         still move whole vectors.
         """
-        workers, first = ("THREADS", "threadIdx.x") if c.by == "block" else ("WARP_SIZE", "lane")
         src_t, dst_t = self._dtype(k, c.src), self._dtype(k, c.dst)
         glob = c.src if isinstance(c.src, GlobalTile) else c.dst
         op = k.gemm.operand(glob.operand)
@@ -532,8 +562,7 @@ __device__ __forceinline__ void cp_async_wait() {
             f"guarded: {c.vector}-element vectors over {who}; elements outside "
             f"{op.name} ({rows_bound} x {cols_bound}) "
             + ("read as zero" if load else "are not written"),
-            "#pragma unroll",
-            f"for (int v = {first}; v < {lines_n * row_vecs}; v += {workers}) {{",
+            *self._chunk_loop(k, c, lines_n * row_vecs),
             f"    const int r = v / {row_vecs}, c = v % {row_vecs} * {c.vector};"
             if along_rows
             else f"    const int c = v / {row_vecs}, r = v % {row_vecs} * {c.vector};",

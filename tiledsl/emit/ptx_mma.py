@@ -20,7 +20,7 @@ layout above. The four lowerings below are the four (operand, tile layout) pairs
 
 from __future__ import annotations
 
-from ..ir import C_TYPES, Fill, KernelIR, LoadFrag, Mma, SharedTile, StoreFrag
+from ..ir import Fill, KernelIR, LoadFrag, Mma, SharedTile, StoreFrag
 
 SHAPE = (16, 8, 16)
 
@@ -34,7 +34,8 @@ LDMATRIX = {
 
 _PTX_TYPE = {"f16": "f16", "bf16": "bf16", "f32": "f32"}
 
-_LDMATRIX_HELPERS = """// mma.sync path (mma m16n8k16): ldmatrix moves 8x8 matrices of 16-bit elements from
+_LDMATRIX_HELPERS = """\
+// mma.sync path (mma m16n8k16): ldmatrix moves 8x8 matrices of 16-bit elements from
 // shared memory into registers in mma's layout, one 16-byte row address per lane.
 __device__ __forceinline__ unsigned smem_address(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -56,7 +57,8 @@ __device__ __forceinline__ void ldmatrix_x2_trans(unsigned (&r)[2], const void* 
                  : "=r"(r[0]), "=r"(r[1]) : "r"(smem_address(p)));
 }"""
 
-_XOR_HELPER = """// pad xor: element `pos` of a line is stored in its 16-byte chunk XORed with the line's
+_XOR_HELPER = """\
+// pad xor: element `pos` of a line is stored in its 16-byte chunk XORed with the line's
 // key, so 8 consecutive lines hold the same chunk in 8 different bank groups.
 template <int CHUNK, int GROUPS, int REPEAT>
 __device__ __forceinline__ int xor_swizzle(int line, int pos) {
@@ -97,7 +99,10 @@ def module_helpers(kernels: tuple[KernelIR, ...]) -> list[str]:
         out += [_LDMATRIX_HELPERS, ""]
         variants = sorted({(k.gemm.a.dtype, k.schedule.accumulate) for k in ptx})
         for inputs, acc in variants:
-            out += [f"// mma m16n8k16, {inputs} inputs, {acc} accumulators", mma_helper(inputs, acc)]
+            out += [
+                f"// mma m16n8k16, {inputs} inputs, {acc} accumulators",
+                mma_helper(inputs, acc),
+            ]
         out.append("")
     everyone = [*kernels, *(k.edge for k in kernels if k.edge is not None)]
     if any(b.xor for k in everyone for b in k.buffers):
@@ -112,7 +117,9 @@ def declarations(k: KernelIR) -> list[str]:
         i, j = f.count
         if f.role == "accumulator":
             if f.dtype == "f32":
-                out.append(f"float {f.name}[{i}][{j}][4];  // accumulators: (g, 2t..2t+1), (g+8, ..)")
+                out.append(
+                    f"float {f.name}[{i}][{j}][4];  // accumulators: (g, 2t..2t+1), (g+8, ..)"
+                )
             else:
                 out.append(
                     f"unsigned {f.name}[{i}][{j}][2];  // f16 accumulators, 2 per register: "
@@ -175,8 +182,10 @@ def _accumulator_elements(emitter, k: KernelIR, tile, frag: str, load: bool) -> 
         if acc_t == "f32":
             lo, hi = f"{frag}[{2 * h}]", f"{frag}[{2 * h + 1}]"
             if layout == "row" and load:
-                out.append(f"{{ const float2 v = *reinterpret_cast<const float2*>(&{first}); "
-                           f"{lo} = v.x; {hi} = v.y; }}")
+                out.append(
+                    f"{{ const float2 v = *reinterpret_cast<const float2*>(&{first}); "
+                    f"{lo} = v.x; {hi} = v.y; }}"
+                )
             elif layout == "row":
                 out.append(f"*reinterpret_cast<float2*>(&{first}) = make_float2({lo}, {hi});")
             elif load:

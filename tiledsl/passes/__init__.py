@@ -29,6 +29,7 @@ class Pass:
 
 
 def _registry() -> tuple[Pass, ...]:
+    from .fragment_buffering import fragment_buffering
     from .multi_buffering import multi_buffering
     from .padding import padding
     from .smem_tiling import smem_tiling
@@ -57,6 +58,14 @@ def _registry() -> tuple[Pass, ...]:
             multi_buffering,
             lambda s: s.stages >= 2,
             "turns the K loop into a pipeline over `stages` buffers with async copies",
+        ),
+        Pass(
+            "fragment-buffering",
+            "fragment_buffers",
+            fragment_buffering,
+            lambda s: s.fragment_buffers == 2,
+            "double-buffers A and B fragments in registers; the block barrier moves to "
+            "the last fragment step",
         ),
         Pass(
             "padding",
