@@ -409,6 +409,10 @@ __device__ __forceinline__ void cp_async_wait() {
 
     def _stmt(self, k: KernelIR, s) -> list[str]:
         w = self.wmma
+        if isinstance(s, For) and k.schedule.instruction == "mma.sync":
+            paired = ptx_mma.paired_loop(self, k, s)
+            if paired is not None:
+                return paired
         if isinstance(s, For):
             head = []
             if s.comment:

@@ -20,7 +20,10 @@ layout above. The four lowerings below are the four (operand, tile layout) pairs
 
 from __future__ import annotations
 
-from ..ir import Fill, KernelIR, LoadFrag, Mma, SharedTile, StoreFrag
+from dataclasses import replace
+
+from ..expr import Const, Var, evaluate, substitute, variables
+from ..ir import Fill, For, KernelIR, LoadFrag, Mma, SharedTile, StoreFrag
 
 SHAPE = (16, 8, 16)
 
@@ -47,6 +50,15 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
 __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_address(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[2], unsigned (&q)[2], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(q[0]), "=r"(q[1]) : "r"(smem_address(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[2], unsigned (&q)[2],
+                                                  const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(q[0]), "=r"(q[1]) : "r"(smem_address(p)));
 }
 __device__ __forceinline__ void ldmatrix_x2(unsigned (&r)[2], const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\\n"
@@ -155,6 +167,60 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
     if isinstance(s, StoreFrag):
         return _accumulator_elements(emitter, k, s.dst, str(s.frag), load=False)
     return None
+
+
+#: B fragments two at a time (fragments j and j + 1, side by side along N): one
+#: ldmatrix.x4 instead of two .x2, lanes 16-31 pointing at the second fragment.
+PAIRED_B = {
+    "row": ("ldmatrix_x4_trans", "lane % 16", "lane / 16 * 8"),
+    "col": ("ldmatrix_x4", "lane / 8 % 2 * 8", "lane % 8 + lane / 16 * 8"),
+}
+
+
+def paired_loop(emitter, k: KernelIR, loop: For) -> list[str] | None:
+    """`for j: load b[..][j]` over an even count of adjacent B fragments, as x4 loads of
+    pairs; None where the loop is anything else (then it is emitted as written)."""
+    if not (loop.unroll and len(loop.body) == 1 and isinstance(loop.body[0], LoadFrag)):
+        return None
+    load = loop.body[0]
+    if not isinstance(load.src, SharedTile) or k.fragment(load.frag.name).role != "matrix_b":
+        return None
+    count = loop.stop.value - loop.start.value if isinstance(loop.stop, Const) else 0
+    j = Var(loop.var)
+    # Fragment j + 1 must sit MMA_N columns after fragment j, and in the next registers.
+    if count % 2 or loop.step != 1 or load.frag.i != substitute(load.frag.i, {loop.var: j + 1}):
+        return None
+    if not _steps_by(load.src.offset[1], loop.var, k.schedule.mma[1]):
+        return None
+    if not _steps_by(load.frag.j, loop.var, 1) or load.src.offset[0] != substitute(
+        load.src.offset[0], {loop.var: j + 1}
+    ):
+        return None
+    helper, row, lane_col = PAIRED_B[k.buffer(load.src.buffer).layout]
+    second = replace(load.frag, j=substitute(load.frag.j, {loop.var: j + 1}))
+    where = emitter._element(k, load.src, row, lane_col)
+    return [
+        "// B fragments j and j + 1 in one ldmatrix.x4 (lanes 16-31 address fragment j + 1)",
+        "#pragma unroll",
+        f"for (int {loop.var} = {emitter._e(loop.start)}; {loop.var} < {emitter._e(loop.stop)}; "
+        f"{loop.var} += 2) {{",
+        f"    {helper}({load.frag}, {second}, &{where});",
+        "}",
+    ]
+
+
+def _steps_by(e, var: str, amount: int) -> bool:
+    """Whether `e` grows by exactly `amount` when `var` grows by 1, whatever the other
+    variables are (checked on a spread of values: index expressions are affine in an
+    unrolled loop's variable, or else this says no)."""
+    names = sorted(variables(e) - {var})
+    bumped = substitute(e, {var: Var(var) + 1})
+    for seed in range(8):
+        env = {name: (seed * 7 + 3 * n) % 5 for n, name in enumerate(names)}
+        env[var] = seed % 4
+        if evaluate(bumped, env) - evaluate(e, env) != amount:
+            return False
+    return True
 
 
 def _fill(k: KernelIR, s: Fill) -> list[str]:
