@@ -97,7 +97,10 @@ def test_every_stage_emits_and_runs_correctly(path: Path, stage: str) -> None:
         assert "threads per block" in err.first.message, str(err)
         assert any(note.startswith(f"this is the IR after {stage}") for note in err.first.notes)
         return
-    assert "wmma::mma_sync(" in compiled.source
+    if compiled.kernels[0].schedule.instruction == "mma.sync":
+        assert "mma.sync.aligned.m16n8k16" in compiled.source
+    else:
+        assert "wmma::mma_sync(" in compiled.source
     for kernel in compiled.kernels:
         report = run_cpu(kernel, default_cpu_size(kernel), seed=SEED)
         assert report.ok, report.render()

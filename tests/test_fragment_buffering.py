@@ -8,7 +8,10 @@ check would catch a wrong move; the GPU runs the same kernels where there is one
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -139,3 +142,38 @@ def test_gpu_multiple_and_odd_size(text: str) -> None:
             report = run_gpu(kernel, program.source, launch, size, seed=7, repeat=2)
             assert report.ok, report.render()
             assert report.checks[0].detail == "bit-exact"
+
+
+MUSA_KERNEL = """kernel musa_fb {
+    A: f16[M, K] row
+    B: f16[K, N] row
+    C: f32[M, N] row
+    C[m, n] = A[m, k] * B[k, n]
+    block 128 x 128 x 32
+    mma 16 x 16 x 16
+    coarsen 2 x 4
+    stages 2
+    fragment_buffers 2
+    copy sync 8
+    target musa mp_22
+}"""
+
+
+def test_musa_runs_in_the_interpreter_and_type_checks(tmp_path) -> None:
+    """The pass is IR to IR: a MUSA kernel (128-lane warps, plain copies) takes it too."""
+    program = compile_source(MUSA_KERNEL, "musa_fb.tile")
+    kernel = program.kernels[0]
+    assert "fragment-buffering" in kernel.passes
+    for size in (default_cpu_size(kernel), (130, 70, 100)):
+        assert run_cpu(kernel, size, seed=9).ok
+    clang = shutil.which("clang++")
+    if clang is None:
+        pytest.skip("clang++ is not installed (Debian package clang)")
+    path = tmp_path / "musa_fb.mu"
+    path.write_text(program.source)
+    api = Path(__file__).resolve().parent / "musa_api"
+    flags = ["-x", "cuda", "--cuda-host-only", "-nocudainc", "-nocudalib", "-fsyntax-only"]
+    flags += ["-std=c++17", "-Wno-unknown-attributes", "-Wno-unknown-cuda-version"]
+    cmd = [clang, *flags, "-I", str(api), str(path)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -10,7 +10,7 @@ from tiledsl.errors import Diagnostic, TileError
 from tiledsl.parser import parse
 
 DIRECTIVE_LIST = (
-    "the directives are: block, mma, coarsen, stages, copy, pad, swizzle, sync, "
+    "the directives are: block, mma, coarsen, stages, fragment_buffers, copy, pad, swizzle, sync, "
     "load_order, accumulate, epilogue, epilogue_via, target, attributes"
 )
 BLOCK_NOTE = "a block tile is written BM x BN x BK, e.g. 128 x 128 x 32"
@@ -69,7 +69,10 @@ def test_missing_x_in_a_shape() -> None:
 
 def test_missing_x_in_mma_and_coarsen() -> None:
     d = diagnose(kernel("mma 16 x 16 16"), 2, 17, "expected 'x' after '16', found '16'")
-    assert d.notes == ("a fragment shape is written M x N x K, e.g. mma 16 x 16 x 16",)
+    assert d.notes == (
+        "a fragment shape is written M x N x K (WMMA), e.g. mma 16 x 16 x 16, "
+        "or as a PTX instruction shape, mma m16n8k16",
+    )
     d = diagnose(kernel("coarsen 4, 2"), 2, 14, "expected 'x' after '4', found ','")
     assert d.notes == ("warp coarsening is written CM x CN, e.g. coarsen 4 x 2",)
 

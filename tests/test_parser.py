@@ -269,11 +269,12 @@ def spaced(*parts: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 
 DIRECTIVE_ARGS = {
     "block": shape(3),
-    "mma": shape(3),
+    "mma": st.one_of(shape(3), words("m16n8k16", "m16n8k8")),
     "coarsen": shape(2),
     "stages": VALUES,
+    "fragment_buffers": VALUES,
     "copy": spaced(words("async", "sync"), VALUES),
-    "pad": st.one_of(words("auto", "none"), commas(spaced(NAMES, VALUES))),
+    "pad": st.one_of(words("auto", "none", "xor"), commas(spaced(NAMES, VALUES))),
     "swizzle": st.one_of(words("none"), spaced(words("grouped", "zigzag"), VALUES)),
     "sync": words("all", "minimal"),
     "load_order": words("ab", "ba", "alternate"),

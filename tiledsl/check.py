@@ -385,10 +385,15 @@ def report(
         f"{est.declared_per_block} per block (limits: {allowed} per thread at "
         f"{kernel.threads} threads, {t.registers_per_sm} per multiprocessor)"
     )
-    if est.declared_per_thread > allowed:
+    if est.declared_per_thread > allowed and (ptxas is None or ptxas.spills):
         out.append(
             f"    the estimate is over the {allowed} registers a thread may have here: "
             "expect spills; use less coarsening"
+        )
+    elif est.declared_per_thread > allowed:
+        out.append(
+            f"    the estimate is over the {allowed} registers a thread may have here, but "
+            "ptxas fits the kernel (two f16 elements share a register, and it reuses them)"
         )
     if ptxas is not None:
         spilled = (
@@ -501,10 +506,13 @@ def schedule_line(kernel: KernelIR) -> str:
     s = kernel.schedule
     parts = [
         "block " + "x".join(map(str, s.block)),
-        "mma " + "x".join(map(str, s.mma)),
+        "mma "
+        + ("x".join(map(str, s.mma)) if s.instruction == "wmma" else "m{}n{}k{}".format(*s.mma)),
         "coarsen " + "x".join(map(str, s.coarsen)),
         f"stages {s.stages}",
     ]
+    if s.fragment_buffers != 1:
+        parts.append(f"fragment_buffers {s.fragment_buffers}")
     if s.stages >= 1:
         parts.append(f"copy {s.copy_mode} {s.copy_bytes}")
     pads = ", ".join(
@@ -513,8 +521,8 @@ def schedule_line(kernel: KernelIR) -> str:
     )
     if s.pad == "auto":
         parts.append(f"pad auto ({pads})" if pads else "pad auto")
-    elif s.pad == "none":
-        parts.append("pad none")
+    elif s.pad in ("none", "xor"):
+        parts.append(f"pad {s.pad}")
     else:
         parts.append(f"pad {pads}" if pads else f"pad A {s.pad_a}, B {s.pad_b}")
     parts.append(f"swizzle {s.swizzle}" + (f" {s.swizzle_param}" if s.swizzle != "none" else ""))

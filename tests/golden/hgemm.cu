@@ -224,7 +224,7 @@ hgemm_edge(const half* __restrict__ A, const half* __restrict__ B, float* __rest
     for (int s = 0; s < 2; ++s) {
         if (s < (K + BK - 1) / BK) {
             // copy 128x64 A -> As, guarded: 8-element vectors over all 128 threads; elements outside A (M x K) read as zero
-            #pragma unroll
+            #pragma unroll 1  // guarded: kept a loop (registers)
             for (int it = 0; it < 8; ++it) {
                 const int v = threadIdx.x + it * THREADS;
                 const int r = v / 8, c = v % 8 * 8;
@@ -239,7 +239,7 @@ hgemm_edge(const half* __restrict__ A, const half* __restrict__ B, float* __rest
                 }
             }
             // copy 64x128 B -> Bs, guarded: 8-element vectors over all 128 threads; elements outside B (K x N) read as zero
-            #pragma unroll
+            #pragma unroll 1  // guarded: kept a loop (registers)
             for (int it = 0; it < 8; ++it) {
                 const int v = threadIdx.x + it * THREADS;
                 const int r = v / 16, c = v % 16 * 8;
@@ -262,7 +262,7 @@ hgemm_edge(const half* __restrict__ A, const half* __restrict__ B, float* __rest
         __syncthreads();  // RAW: step kt's tiles in As, Bs must have landed for every thread before any warp reads them; WAR: every warp must be done with the slot the copies below overwrite (read in step kt - 1)
         if (kt + 2 < (K + BK - 1) / BK) {
             // copy 128x64 A -> As, guarded: 8-element vectors over all 128 threads; elements outside A (M x K) read as zero
-            #pragma unroll
+            #pragma unroll 1  // guarded: kept a loop (registers)
             for (int it = 0; it < 8; ++it) {
                 const int v = threadIdx.x + it * THREADS;
                 const int r = v / 8, c = v % 8 * 8;
@@ -277,7 +277,7 @@ hgemm_edge(const half* __restrict__ A, const half* __restrict__ B, float* __rest
                 }
             }
             // copy 64x128 B -> Bs, guarded: 8-element vectors over all 128 threads; elements outside B (K x N) read as zero
-            #pragma unroll
+            #pragma unroll 1  // guarded: kept a loop (registers)
             for (int it = 0; it < 8; ++it) {
                 const int v = threadIdx.x + it * THREADS;
                 const int r = v / 16, c = v % 16 * 8;
@@ -322,7 +322,7 @@ hgemm_edge(const half* __restrict__ A, const half* __restrict__ B, float* __rest
             wmma::store_matrix_sync(&Cs[warp][0][0], acc[i][j], CS_PITCH, wmma::mem_row_major);
             __syncwarp();  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
             // copy 16x16 Cs -> C, guarded: 4-element vectors over the lanes of each warp; elements outside C (M x N) are not written
-            #pragma unroll
+            #pragma unroll 1  // guarded: kept a loop (registers)
             for (int it = 0; it < 2; ++it) {
                 const int v = lane + it * WARP_SIZE;
                 const int r = v / 4, c = v % 4 * 4;

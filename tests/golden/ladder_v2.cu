@@ -140,7 +140,7 @@ hgemm_v2_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
     // block steps along K
     for (int kt = 0; kt < (K + BK - 1) / BK; ++kt) {
         // copy 64x32 A -> As, guarded: 8-element vectors over all 512 threads; elements outside A (M x K) read as zero
-        #pragma unroll
+        #pragma unroll 1  // guarded: kept a loop (registers)
         for (int it = 0; it < 1; ++it) {
             const int v = threadIdx.x + it * THREADS;
             if (v >= 256) break;  // the last pass is partial
@@ -156,7 +156,7 @@ hgemm_v2_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
             }
         }
         // copy 32x64 B -> Bs, guarded: 8-element vectors over all 512 threads; elements outside B (K x N) read as zero
-        #pragma unroll
+        #pragma unroll 1  // guarded: kept a loop (registers)
         for (int it = 0; it < 1; ++it) {
             const int v = threadIdx.x + it * THREADS;
             if (v >= 256) break;  // the last pass is partial
@@ -185,7 +185,7 @@ hgemm_v2_edge(const half* __restrict__ A, const half* __restrict__ B, float* __r
     wmma::store_matrix_sync(&Cs[warp][0][0], acc[0][0], CS_PITCH, wmma::mem_row_major);
     __syncwarp();  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
     // copy 16x16 Cs -> C, guarded: 4-element vectors over the lanes of each warp; elements outside C (M x N) are not written
-    #pragma unroll
+    #pragma unroll 1  // guarded: kept a loop (registers)
     for (int it = 0; it < 2; ++it) {
         const int v = lane + it * WARP_SIZE;
         const int r = v / 4, c = v % 4 * 4;

@@ -19,6 +19,7 @@ constexpr int MMA_M = 32, MMA_N = 32, MMA_K = 16;
 constexpr int WARPS_M = 2, WARPS_N = 4, WARP_SIZE = 128, THREADS = 1024;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 1 (line 16): one shared-memory tile of A and B, loaded then computed (smem-tiling)
+// fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
 // copy sync 8 (line 17): global -> shared copies move 8-byte vectors
 // pad A 8, B 8 (line 18): rows padded by As 8, Bs 8 element(s): pitches below
 constexpr int AS_COLS = 64, AS_PITCH = 264;  // block tile of A: 1 slot(s) of 256 x 64, col-major
@@ -78,26 +79,30 @@ s4000(const half* __restrict__ A, const half* __restrict__ B, half* __restrict__
         if (kt % 2 == 0) {
             // copy 256x64 A -> As: 4-element vectors, spread over all 1024 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 4096; v += THREADS) {
+            for (int it = 0; it < 4; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int c = v / 64, r = v % 64 * 4;
                 *reinterpret_cast<uint2*>(&As[0][c][r]) = *reinterpret_cast<const uint2*>(&A[(long long)(kt * BK + c) * M + (bm * BM + r)]);
             }
             // copy 64x256 B -> Bs: 4-element vectors, spread over all 1024 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 4096; v += THREADS) {
+            for (int it = 0; it < 4; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int c = v / 16, r = v % 16 * 4;
                 *reinterpret_cast<uint2*>(&Bs[0][c][r]) = *reinterpret_cast<const uint2*>(&B[(long long)(bn * BN + c) * K + (kt * BK + r)]);
             }
         } else {
             // copy 64x256 B -> Bs: 4-element vectors, spread over all 1024 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 4096; v += THREADS) {
+            for (int it = 0; it < 4; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int c = v / 16, r = v % 16 * 4;
                 *reinterpret_cast<uint2*>(&Bs[0][c][r]) = *reinterpret_cast<const uint2*>(&B[(long long)(bn * BN + c) * K + (kt * BK + r)]);
             }
             // copy 256x64 A -> As: 4-element vectors, spread over all 1024 threads
             #pragma unroll
-            for (int v = threadIdx.x; v < 4096; v += THREADS) {
+            for (int it = 0; it < 4; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int c = v / 64, r = v % 64 * 4;
                 *reinterpret_cast<uint2*>(&As[0][c][r]) = *reinterpret_cast<const uint2*>(&A[(long long)(kt * BK + c) * M + (bm * BM + r)]);
             }
@@ -134,7 +139,8 @@ s4000(const half* __restrict__ A, const half* __restrict__ B, half* __restrict__
             __syncthreads();  /* MUSA: no __syncwarp */  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
             // copy 32x32 Cs -> C: 4-element vectors, spread over the lanes of each warp
             #pragma unroll
-            for (int v = lane; v < 256; v += WARP_SIZE) {
+            for (int it = 0; it < 2; ++it) {
+                const int v = lane + it * WARP_SIZE;
                 const int c = v / 8, r = v % 8 * 4;
                 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
@@ -160,6 +166,7 @@ constexpr int MMA_M = 32, MMA_N = 32, MMA_K = 16;
 constexpr int WARPS_M = 2, WARPS_N = 4, WARP_SIZE = 128, THREADS = 1024;
 static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
 // stages 1 (line 16): one shared-memory tile of A and B, loaded then computed (smem-tiling)
+// fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
 // copy sync 8 (line 17): global -> shared copies move 8-byte vectors
 // pad A 8, B 8 (line 18): rows padded by As 8, Bs 8 element(s): pitches below
 constexpr int AS_COLS = 64, AS_PITCH = 264;  // block tile of A: 1 slot(s) of 256 x 64, col-major
@@ -218,8 +225,9 @@ s4000_edge(const half* __restrict__ A, const half* __restrict__ B, half* __restr
     for (int kt = 0; kt < (K + BK - 1) / BK; ++kt) {
         if (kt % 2 == 0) {
             // copy 256x64 A -> As, guarded: 4-element vectors over all 1024 threads; elements outside A (M x K) read as zero
-            #pragma unroll
-            for (int v = threadIdx.x; v < 4096; v += THREADS) {
+            #pragma unroll 1  // guarded: kept a loop (registers)
+            for (int it = 0; it < 4; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int c = v / 64, r = v % 64 * 4;
                 const int gr = bm * BM + r, gc = kt * BK + c;  // in A
                 if (M % 4 == 0 && gc < K && gr + 4 <= M) {  // a whole, aligned vector
@@ -232,8 +240,9 @@ s4000_edge(const half* __restrict__ A, const half* __restrict__ B, half* __restr
                 }
             }
             // copy 64x256 B -> Bs, guarded: 4-element vectors over all 1024 threads; elements outside B (K x N) read as zero
-            #pragma unroll
-            for (int v = threadIdx.x; v < 4096; v += THREADS) {
+            #pragma unroll 1  // guarded: kept a loop (registers)
+            for (int it = 0; it < 4; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int c = v / 16, r = v % 16 * 4;
                 const int gr = kt * BK + r, gc = bn * BN + c;  // in B
                 if (K % 4 == 0 && gc < N && gr + 4 <= K) {  // a whole, aligned vector
@@ -247,8 +256,9 @@ s4000_edge(const half* __restrict__ A, const half* __restrict__ B, half* __restr
             }
         } else {
             // copy 64x256 B -> Bs, guarded: 4-element vectors over all 1024 threads; elements outside B (K x N) read as zero
-            #pragma unroll
-            for (int v = threadIdx.x; v < 4096; v += THREADS) {
+            #pragma unroll 1  // guarded: kept a loop (registers)
+            for (int it = 0; it < 4; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int c = v / 16, r = v % 16 * 4;
                 const int gr = kt * BK + r, gc = bn * BN + c;  // in B
                 if (K % 4 == 0 && gc < N && gr + 4 <= K) {  // a whole, aligned vector
@@ -261,8 +271,9 @@ s4000_edge(const half* __restrict__ A, const half* __restrict__ B, half* __restr
                 }
             }
             // copy 256x64 A -> As, guarded: 4-element vectors over all 1024 threads; elements outside A (M x K) read as zero
-            #pragma unroll
-            for (int v = threadIdx.x; v < 4096; v += THREADS) {
+            #pragma unroll 1  // guarded: kept a loop (registers)
+            for (int it = 0; it < 4; ++it) {
+                const int v = threadIdx.x + it * THREADS;
                 const int c = v / 64, r = v % 64 * 4;
                 const int gr = bm * BM + r, gc = kt * BK + c;  // in A
                 if (M % 4 == 0 && gc < K && gr + 4 <= M) {  // a whole, aligned vector
@@ -306,8 +317,9 @@ s4000_edge(const half* __restrict__ A, const half* __restrict__ B, half* __restr
             wmma::store_matrix_sync(&Cs[warp][0][0], acc[i][j], CS_PITCH, wmma::mem_col_major);
             __syncthreads();  /* MUSA: no __syncwarp */  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
             // copy 32x32 Cs -> C, guarded: 4-element vectors over the lanes of each warp; elements outside C (M x N) are not written
-            #pragma unroll
-            for (int v = lane; v < 256; v += WARP_SIZE) {
+            #pragma unroll 1  // guarded: kept a loop (registers)
+            for (int it = 0; it < 2; ++it) {
+                const int v = lane + it * WARP_SIZE;
                 const int c = v / 8, r = v % 8 * 4;
                 const int gr = bm * BM + (wm * 4 + i) * MMA_M + r, gc = bn * BN + (wn * 2 + j) * MMA_N + c;  // in C
                 #pragma unroll

@@ -511,7 +511,7 @@ __device__ __forceinline__ void cp_async_wait() {
         return lines + ["}"]
 
     @staticmethod
-    def _chunk_loop(k: KernelIR, c: Copy, total: int) -> list[str]:
+    def _chunk_loop(k: KernelIR, c: Copy, total: int, unroll: bool = True) -> list[str]:
         """The head of a copy's loop over its `total` vector chunks, `v` the chunk.
 
         Counted from 0 to a constant, not from threadIdx.x: with a trip count the
@@ -526,7 +526,7 @@ __device__ __forceinline__ void cp_async_wait() {
         )
         passes = -(-total // count)
         out = [
-            "#pragma unroll",
+            "#pragma unroll" if unroll else "#pragma unroll 1  // guarded: kept a loop (registers)",
             f"for (int it = 0; it < {passes}; ++it) {{",
             f"    const int v = {first} + it * {workers};",
         ]
@@ -566,7 +566,9 @@ __device__ __forceinline__ void cp_async_wait() {
             f"guarded: {c.vector}-element vectors over {who}; elements outside "
             f"{op.name} ({rows_bound} x {cols_bound}) "
             + ("read as zero" if load else "are not written"),
-            *self._chunk_loop(k, c, lines_n * row_vecs),
+            # Unrolled, a guarded copy's per-chunk tests and fallbacks cost the twin more
+            # registers than its fragments leave (ptxas spilled hgemm_edge at 255).
+            *self._chunk_loop(k, c, lines_n * row_vecs, unroll=False),
             f"    const int r = v / {row_vecs}, c = v % {row_vecs} * {c.vector};"
             if along_rows
             else f"    const int c = v / {row_vecs}, r = v % {row_vecs} * {c.vector};",

@@ -6,15 +6,15 @@ each lane can point at its row's swizzled chunk, where load_matrix_sync only tak
 base pointer and a stride.
 
 Per warp, one m16n8k16 step (PTX ISA, "Matrix fragments for mma.m16n8k16"), with
-g = lane / 4 and t = lane % 4:
+g = lane / 4 and t = 2 * (lane % 4) (the emitted code's `g` and `t`):
 
-    A 16x16: 4 registers of 2 halves: (g, 2t..2t+1), (g+8, ..), (g, 2t+8..), (g+8, 2t+8..)
-    B 16x8:  2 registers of 2 halves: (k = 2t..2t+1, n = g), (k = 2t+8.., n = g)
-    C 16x8:  4 floats (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1); f16: 2 registers, 2 halves
+    A 16x16: 4 registers of 2 halves: (g, t..t+1), (g+8, ..), (g, t+8..t+9), (g+8, t+8..)
+    B 16x8:  2 registers of 2 halves: (k = t..t+1, n = g), (k = t+8..t+9, n = g)
+    C 16x8:  4 floats (g, t), (g, t+1), (g+8, t), (g+8, t+1); f16: 2 registers, 2 halves
 
 ldmatrix.x4 loads four 8x8 matrices, one 16-byte row per lane address (lanes 0-7 the
 first matrix, 8-15 the second, ...); `.trans` hands each lane the transposed elements,
-which is how a K-contiguous tile of B (or an M-contiguous tile of A) reaches the
+which is how an N-contiguous tile of B (or an M-contiguous tile of A) reaches the
 layout above. The four lowerings below are the four (operand, tile layout) pairs.
 """
 
@@ -24,8 +24,6 @@ from dataclasses import replace
 
 from ..expr import Const, Var, evaluate, substitute, variables
 from ..ir import Fill, For, KernelIR, LoadFrag, Mma, SharedTile, StoreFrag
-
-SHAPE = (16, 8, 16)
 
 #: (role, tile storage layout) -> (ldmatrix helper, lane's row in the tile, its column)
 LDMATRIX = {
@@ -130,7 +128,7 @@ def declarations(k: KernelIR) -> list[str]:
         if f.role == "accumulator":
             if f.dtype == "f32":
                 out.append(
-                    f"float {f.name}[{i}][{j}][4];  // accumulators: (g, 2t..2t+1), (g+8, ..)"
+                    f"float {f.name}[{i}][{j}][4];  // accumulators: (g, t..t+1), (g+8, t..t+1)"
                 )
             else:
                 out.append(
@@ -156,7 +154,8 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
         frag = k.fragment(s.frag.name)
         if frag.role == "accumulator":
             return _accumulator_elements(emitter, k, s.src, str(s.frag), load=True)
-        assert isinstance(s.src, SharedTile), "mma.sync loads fragments from shared memory only"
+        if not isinstance(s.src, SharedTile):
+            return _elementwise_load(emitter, k, s)
         layout = k.buffer(s.src.buffer).layout
         helper, row, col = LDMATRIX[(frag.role, layout)]
         where = emitter._element(k, s.src, row, col)
@@ -221,6 +220,32 @@ def _steps_by(e, var: str, amount: int) -> bool:
         if evaluate(bumped, env) - evaluate(e, env) != amount:
             return False
     return True
+
+
+#: (role) -> each register's two elements as (row, column) in the fragment's tile
+_ELEMENTS = {
+    "matrix_a": [("g", "t"), ("g + 8", "t"), ("g", "t + 8"), ("g + 8", "t + 8")],
+    "matrix_b": [("t", "g"), ("t + 8", "g")],
+}
+
+
+def _elementwise_load(emitter, k: KernelIR, s: LoadFrag) -> list[str]:
+    """A or B straight from global memory (only IR stopped before smem-tiling does this):
+    each register packs two elements, the second one row (B) or column (A) after the first."""
+    frag = k.fragment(s.frag.name)
+    bits = "__half_as_ushort" if frag.dtype == "f16" else "__bfloat16_as_ushort"
+    out = [f"// {s.frag} <- {emitter._name(s.src)}, element by element (no ldmatrix from global)"]
+    for q, (row, col) in enumerate(_ELEMENTS[frag.role]):
+        first = emitter._element(k, s.src, row, col)
+        if frag.role == "matrix_a":
+            second = emitter._element(k, s.src, row, f"{col} + 1")
+        else:
+            second = emitter._element(k, s.src, f"{row} + 1", col)
+        out.append(
+            f"{s.frag}[{q}] = static_cast<unsigned>({bits}({first})) | "
+            f"static_cast<unsigned>({bits}({second})) << 16;"
+        )
+    return out
 
 
 def _fill(k: KernelIR, s: Fill) -> list[str]:

@@ -14,7 +14,7 @@ registers) then overlaps the barrier and the next slot's first loads:
         if kk == 0:       if kt + S - 1 < T: copy step kt + S - 1 -> slot (kt + S - 1) % S
                           commit
         if kk == KS - 1:  wait until step kt + 1 landed; barrier
-        load fragments of the next fragment step (kk + 1, or kk = 0 of slot kt + 1) -> set (kk + 1) % 2
+        load fragments of fragment step kk + 1 (or kk = 0 of slot kt + 1) -> set (kk + 1) % 2
         mma with set kk % 2
 
 The copies are still issued S - 1 steps ahead, into the slot read in step kt - 1,
@@ -32,8 +32,8 @@ from ..ir import (
     AsyncCommit,
     AsyncWait,
     Barrier,
-    FragRef,
     For,
+    FragRef,
     If,
     KernelIR,
     LoadFrag,

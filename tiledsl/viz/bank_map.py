@@ -124,11 +124,23 @@ def phases(buf: SharedBuffer, load: LoadFrag, pitch: int):
     out = {}
     for r0 in range(0, lines, PHASE_LINES):
         for c0 in range(0, length * size, GROUP):
-            starts = {r: r * pitch * size + c0 for r in range(r0, min(r0 + PHASE_LINES, lines))}
+            starts = {
+                r: r * pitch * size + _stored_byte(buf, r, c0)
+                for r in range(r0, min(r0 + PHASE_LINES, lines))
+            }
             groups = Counter(a // GROUP % GROUPS for a in set(starts.values()))
             clash = {r for r, a in starts.items() if groups[a // GROUP % GROUPS] > 1}
             out[(r0, c0)] = (max(groups.values()), clash)
     return out
+
+
+def _stored_byte(buf: SharedBuffer, line: int, byte: int) -> int:
+    """Where byte `byte` of `line` is stored within its line: itself, or under `pad xor`
+    its 16-byte chunk's swizzled place (what `banks` models and the kernel does)."""
+    if not buf.xor:
+        return byte
+    size = DTYPE_BYTES[buf.dtype]
+    return buf.swizzled(line, byte // size) * size + byte % size
 
 
 def bank_table(buf: SharedBuffer, load: LoadFrag, pitch: int, when: str) -> str:
@@ -142,7 +154,9 @@ def bank_table(buf: SharedBuffer, load: LoadFrag, pitch: int, when: str) -> str:
     padded = {
         "before": "natural pitch, before padding",
         "after": "the kernel's pitch",
-        "same": "the natural pitch: this kernel does not pad",
+        "same": "the natural pitch, 16-byte chunks XOR-swizzled (pad xor)"
+        if buf.xor
+        else "the natural pitch: this kernel does not pad",
     }[when]
     verdict = "conflict-free" if worst == 1 else f"{worst}-way conflicts"
     colour = style.ADDED if worst == 1 else style.REMOVED
@@ -161,7 +175,7 @@ def bank_table(buf: SharedBuffer, load: LoadFrag, pitch: int, when: str) -> str:
         for r in range(r0, min(r0 + PHASE_LINES, lines)):
             cells = []
             for w in range(words):
-                address = r * pitch * size + w * WORD
+                address = r * pitch * size + _stored_byte(buf, r, w * WORD)
                 bank = address // WORD % BANKS
                 fill = GROUP_FILL[address // GROUP % len(GROUP_FILL)]
                 clash = r in by_phase[(r0, w // chunk * GROUP)][1]
