@@ -39,3 +39,11 @@ grep -E "racecheck|synccheck|PASS$|FAIL$|^[a-z_0-9]+: " "$OUT/sanitize.txt" | he
 step "pytest -m gpu (whole suite)" 400 "$OUT/pytest.txt" $PY -m pytest -q -rs -m gpu --durations=10 tests/
 tail -25 "$OUT/pytest.txt" >>"$SUMMARY"
 note "done in $(($(date +%s) - START)) s"
+# If time is left: the block swizzle's group size around the two tuned WMMA schedules.
+for f in wmma_f16acc wmma_f32acc; do
+    sed -e 's/swizzle \+grouped 8/swizzle grouped {4, 8, 16}/' "examples/tuned/$f.tile" >"/tmp/${f}_swz.tile"
+    step "tune swizzle group, $f" 60 "$OUT/tune.txt" $PY -m tiledsl.cli tune "/tmp/${f}_swz.tile" \
+        --size 4096x4096x4096 --record "$OUT/tune-record.jsonl" -o "/tmp/${f}_swz.best.tile"
+done
+grep -E "^(tune:|  [0-9])" "$OUT/tune.txt" >>"$SUMMARY" 2>/dev/null
+note "done in $(($(date +%s) - START)) s"
