@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import cli
+from helpers import ROOT, cli
 
 from tiledsl import bench, timing
 from tiledsl.baselines import baseline_gemm, triton
@@ -333,3 +333,46 @@ def test_measure_an_example_against_cublas(examples_dir: Path) -> None:
     assert tri.status in ("PASS", "SKIP"), bench.table(rows)
     rotated = mine.timing.sets * mine.timing.set_bytes
     assert rotated > 2 * l2_bytes() or mine.timing.sets == timing.MAX_SETS
+
+
+def _best_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("best", ROOT / "bench" / "best.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_best_judges_against_the_fastest_cublas_of_the_size() -> None:
+    """bench/best.py: a slow cuBLAS sample beside one row must not meet a target for it."""
+    from tiledsl.schedule import Schedule
+
+    best = _best_script()
+    size = [8192, 8192, 8192]
+    flop = 2 * 8192**3
+
+    def row(kind, kernel, ms):
+        return {
+            "label": kernel,
+            "kind": kind,
+            "kernel": kernel,
+            "size": size,
+            "ok": True,
+            "time_ms": ms,
+            "tflops": flop / (ms * 1e9),
+        }
+
+    rows = [
+        row("tiledsl", "w32", 2.383),
+        row("cublas", "w32", 1.516),  # a slow cuBLAS sample
+        row("tiledsl", "w16", 2.284),
+        row("cublas", "w16", 1.232),
+    ]
+    schedules = {"w32": Schedule(accumulate="f32"), "w16": Schedule(accumulate="f16")}
+    found = {v["class"]: v for v in best.verdicts(rows, schedules)}
+    f32 = found["any path, f32 accumulation"]
+    assert f32["best"] == "w32" and round(f32["ratio_to_cublas"], 3) == round(1.232 / 2.383, 3)
+    assert not f32["met"]  # 0.52x, though its own cuBLAS row would say 0.64x
+    assert found["WMMA, f32 accumulation"]["met"]  # >= 0.50x
+    assert found["WMMA, any accumulation"]["best"] == "w16"
