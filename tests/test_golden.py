@@ -21,6 +21,8 @@ CASES = [
     "hgemm",
     "hgemm_f16",
     "hgemm_nt",
+    "hgemm_mma",  # the mma.sync path and pad xor
+    "tuned/wmma_f32acc",  # fragment-buffering
 ]
 
 
