@@ -10,42 +10,9 @@
 # $OUT (8 files at most): summary.txt doctor.txt cache.txt sanitize.txt bench.txt bench.json
 # bench.png pytest.txt. A failed step does not stop the next; summary.txt has each status.
 set -u
-OUT=${OUT:?set OUT to the folder for the logs}
-mkdir -p "$OUT"
-cd "$(dirname "$0")/.."
-START=$(date +%s)
 DEADLINE=${DEADLINE:-570}
-PY=${PY:-python3}
-export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+. "$(dirname "$0")/device_steps.sh"  # OUT, the repo root, PY, SUMMARY, note, step
 export TILEDSL_CACHE_DIR=/tmp/tiledsl-cache  # shared by the steps below (not the cache check)
-SUMMARY="$OUT/summary.txt"
-: >"$SUMMARY"
-
-note() { echo "$*" | tee -a "$SUMMARY"; }
-
-# step NAME CAP LOG COMMAND...: run COMMAND under timeout (CAP s, less if the deadline is
-# nearer), appending to LOG; record the status and the time in summary.txt.
-step() {
-    local name=$1 cap=$2 log=$3
-    shift 3
-    local left=$((DEADLINE - ($(date +%s) - START)))
-    local limit=$((cap < left ? cap : left))
-    if [ "$limit" -lt 15 ]; then
-        note "SKIPPED $name (only ${left}s left)"
-        return 0
-    fi
-    local t0=$(date +%s)
-    echo "\$ $* (timeout ${limit}s)" >>"$log"
-    timeout --kill-after=5 "$limit" "$@" >>"$log" 2>&1
-    local rc=$?
-    note "$(printf '%-34s exit %-3s %4ss' "$name" "$rc" "$(($(date +%s) - t0))")$([ "$rc" = 124 ] && echo '  TIMED OUT')"
-    return $rc
-}
-
-if ! $PY -c "import lark, graphviz" 2>/dev/null; then
-    $PY -m pip install -q --no-index --target /tmp/site .whl/*.whl >>"$SUMMARY" 2>&1 ||
-        note "could not install lark/graphviz from .whl/"
-fi
 note "tiledsl issue 6 on $(hostname), $(date -Is), git $(git rev-parse --short HEAD 2>/dev/null || echo '(none)')"
 
 # 1. doctor ---------------------------------------------------------------------------------

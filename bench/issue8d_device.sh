@@ -6,30 +6,8 @@
 #
 #     OUT=/some/dir bash bench/issue8d_device.sh
 set -u
-OUT=${OUT:?set OUT to the folder for the logs}
-mkdir -p "$OUT"
-cd "$(dirname "$0")/.."
-START=$(date +%s)
 DEADLINE=${DEADLINE:-560}
-PY=${PY:-python3}
-export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
-SUMMARY="$OUT/summary.txt"
-: >"$SUMMARY"
-note() { echo "$*" | tee -a "$SUMMARY"; }
-step() {
-    local name=$1 cap=$2 log=$3
-    shift 3
-    local left=$((DEADLINE - ($(date +%s) - START)))
-    local limit=$((cap < left ? cap : left))
-    if [ "$limit" -lt 15 ]; then note "SKIPPED $name (only ${left}s left)"; return 0; fi
-    local t0=$(date +%s)
-    echo "\$ $* (timeout ${limit}s)" >>"$log"
-    timeout --kill-after=5 "$limit" "$@" >>"$log" 2>&1
-    local rc=$?
-    echo "(exit $rc)" >>"$log"
-    note "$(printf '%-34s exit %-3s %4ss' "$name" "$rc" "$(($(date +%s) - t0))")"
-    return $rc
-}
+. "$(dirname "$0")/device_steps.sh"  # OUT, the repo root, PY, SUMMARY, note, step
 note "issue 8 round 4 on $(hostname), $(date -Is), $(nproc) cores"
 nvidia-smi -L | tee -a "$SUMMARY"
 step "pytest mma.sync + fragments (GPU)" 150 "$OUT/pytest.txt" $PY -m pytest -q -x -rs -m gpu \

@@ -235,7 +235,7 @@ def test_cli_compile_and_check(capsys, tmp_path: Path) -> None:
     assert r.code == 0, r.err
     r = cli(["check", MMA_EXAMPLE], capsys)
     assert r.code == 0, r.out + r.err
-    assert "mma" in r.out
+    assert "mma m16n8k16" in r.out and "pad xor" in r.out
 
 
 @pytest.mark.parametrize("stage", STAGE_NAMES)

@@ -56,8 +56,7 @@ def copy_ways(kernel: KernelIR, copy: Copy, pitch: int) -> int:
         addrs = []
         for v in range(start, min(start + phase, lines * row_vecs)):
             r, c = divmod(v, row_vecs)
-            c = buf.swizzled(r, c * copy.vector) if buf.xor else c * copy.vector
-            addrs.append((r * pitch + c) * size)
+            addrs.append((r * pitch + buf.swizzled(r, c * copy.vector)) * size)
         worst = max(
             worst, _ways(addrs, min(width, 16) if width >= 16 else 4, 8 if width >= 16 else 32)
         )
@@ -74,7 +73,7 @@ def fragment_ways(kernel: KernelIR, load: LoadFrag, pitch: int) -> int:
     for r0 in range(0, rows, 8):
         for c0 in range(0, cols, 16 // size):
             addrs = [
-                ((r0 + r) * pitch + (buf.swizzled(r0 + r, c0) if buf.xor else c0)) * size
+                ((r0 + r) * pitch + buf.swizzled(r0 + r, c0)) * size
                 for r in range(min(8, rows - r0))
             ]
             worst = max(worst, _ways(addrs, 16, 8))

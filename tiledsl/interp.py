@@ -396,9 +396,8 @@ class _Interpreter:
             )
 
     def _check_fragment_pointer(self, blk: _Block, tile: Tile, stmt) -> None:
-        """WMMA wants a 32-byte aligned pointer and a leading dimension of whole 16 bytes."""
-        zero = np.zeros((1, 1), np.int64)
-        _, flat, _ = self._locate(blk, tile, zero, zero, stmt_text(stmt))
+        """WMMA wants a 32-byte aligned pointer and a leading dimension of whole 16 bytes;
+        mma.sync, each lane's own address aligned (`_check_lane_pointers`)."""
         if isinstance(tile, SharedTile):
             buf = self.k.buffer(tile.buffer)
             size, base, ld = DTYPE_BYTES[buf.dtype], self.offsets[buf.name], buf.pitch
@@ -408,6 +407,8 @@ class _Interpreter:
         if self.k.schedule.instruction == "mma.sync":
             self._check_lane_pointers(blk, tile, stmt, size, base)
             return
+        zero = np.zeros((1, 1), np.int64)
+        _, flat, _ = self._locate(blk, tile, zero, zero, stmt_text(stmt))
         if ((base + flat * size) % 32).any() or (ld * size) % 16:
             raise InterpreterError(
                 f"`{stmt_text(stmt)}`: WMMA needs a 32-byte aligned pointer "

@@ -115,14 +115,15 @@ class SharedBuffer:
         memory (emitter, interpreter, bank model, hazard analysis) goes through it.
         """
         line, pos = (row, col) if self.layout == "row" else (col, row)
-        if self.xor:
-            pos = self.swizzled(line, pos)
-        return (slot * self.lines + line) * self.pitch + pos
+        return (slot * self.lines + line) * self.pitch + self.swizzled(line, pos)
 
     def swizzled(self, line, pos):
-        """Where element `pos` of `line` is stored under `pad xor`: its 16-byte chunk
+        """Where element `pos` of `line` is stored within its line: `pos` itself, or under
+        `pad xor` its 16-byte chunk
         XORed with the line's group number, so that 8 consecutive lines put the same
         chunk in 8 different 16-byte bank groups (what ldmatrix's 8 row reads need)."""
+        if not self.xor:
+            return pos
         chunk, groups, repeat = xor_geometry(self.line_length, self.dtype)
         if isinstance(line, Expr) or isinstance(pos, Expr):
             key = mul(mod(floordiv(lift(line), lift(repeat)), lift(groups)), lift(chunk))

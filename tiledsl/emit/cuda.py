@@ -252,7 +252,7 @@ __device__ __forceinline__ void cp_async_wait() {
                 f"constexpr int {up}_{major} = {b.lines}, {up}_PITCH = {b.pitch};  "
                 f"// {b.purpose}: {b.slots} slot(s) of {b.rows} x {b.cols}, {b.layout}-major"
             )
-            if b.xor:
+            if b.xor:  # the emitted xor_swizzle<> spells SharedBuffer.swizzled
                 chunk, groups, repeat = xor_geometry(b.line_length, b.dtype)
                 out.append(
                     f"constexpr int {up}_XOR_CHUNK = {chunk}, {up}_XOR_GROUPS = {groups}, "

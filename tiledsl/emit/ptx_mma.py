@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..expr import Const, Var, evaluate, substitute, variables
-from ..ir import Fill, For, KernelIR, LoadFrag, Mma, SharedTile, StoreFrag
+from ..ir import Fill, For, FragRef, KernelIR, LoadFrag, Mma, SharedTile, StoreFrag
 
 #: (role, tile storage layout) -> (ldmatrix helper, lane's row in the tile, its column)
 LDMATRIX = {
@@ -153,7 +153,7 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
     if isinstance(s, LoadFrag):
         frag = k.fragment(s.frag.name)
         if frag.role == "accumulator":
-            return _accumulator_elements(emitter, k, s.src, str(s.frag), load=True)
+            return _accumulator_elements(emitter, k, s.src, s.frag, load=True)
         if not isinstance(s.src, SharedTile):
             return _elementwise_load(emitter, k, s)
         layout = k.buffer(s.src.buffer).layout
@@ -164,7 +164,7 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
         name = helper_name(k.gemm.a.dtype, k.fragment(s.acc.name).dtype)
         return [f"{name}({s.acc}, {s.a}, {s.b});"]
     if isinstance(s, StoreFrag):
-        return _accumulator_elements(emitter, k, s.dst, str(s.frag), load=False)
+        return _accumulator_elements(emitter, k, s.dst, s.frag, load=False)
     return None
 
 
@@ -257,12 +257,12 @@ def _fill(k: KernelIR, s: Fill) -> list[str]:
     return [f"for (int q = 0; q < 2; ++q) {s.frag}[q] = {pair};"]
 
 
-def _accumulator_elements(emitter, k: KernelIR, tile, frag: str, load: bool) -> list[str]:
+def _accumulator_elements(emitter, k: KernelIR, tile, ref: FragRef, load: bool) -> list[str]:
     """An accumulator to or from a tile, lane by lane: element q of a lane is at row
     g + q / 2 * 8, column t + q % 2. Pairs along a row of a row-major tile move as one
     vector (a float2, or two halves as one 32-bit word); a column-major tile element by
     element. Registers are only read and written whole, so they stay registers."""
-    acc_t = k.fragment(frag.split("[")[0]).dtype
+    acc_t, frag = k.fragment(ref.name).dtype, str(ref)
     layout = emitter._layout(k, tile)
     out = [
         f"// {frag} {'<-' if load else '->'} {emitter._name(tile)}: each lane's elements "

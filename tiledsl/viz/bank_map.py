@@ -137,8 +137,6 @@ def phases(buf: SharedBuffer, load: LoadFrag, pitch: int):
 def _stored_byte(buf: SharedBuffer, line: int, byte: int) -> int:
     """Where byte `byte` of `line` is stored within its line: itself, or under `pad xor`
     its 16-byte chunk's swizzled place (what `banks` models and the kernel does)."""
-    if not buf.xor:
-        return byte
     size = DTYPE_BYTES[buf.dtype]
     return buf.swizzled(line, byte // size) * size + byte % size
 
