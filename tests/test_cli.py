@@ -70,6 +70,10 @@ def test_compile_prints_cuda_source(path: Path, capsys) -> None:
     src = r.out
     assert 'extern "C" __global__' in src
     assert "using namespace nvcuda;" in src
+    if re.search(r"^\s*mma\s+m64n\d+k\d+", path.read_text(), re.M):  # the wgmma path
+        assert "wgmma.mma_async.sync.aligned.m64n" in src and "wgmma_desc(" in src
+        assert "wmma::" not in src.split("// ---- kernel")[1]
+        return
     if re.search(r"^\s*mma\s+m\d+n\d+k\d+", path.read_text(), re.M):  # the mma.sync path
         assert "mma.sync.aligned.m16n8k16" in src and "ldmatrix_x4(" in src
         assert "wmma::" not in src.split("// ---- kernel")[1]

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from helpers import EXAMPLES, cuda_example_params, example_params
 
-from tiledsl.driver import compile_file
+from tiledsl.driver import compile_file, lower_file
 from tiledsl.errors import TileError
 from tiledsl.formatter import format_program
 from tiledsl.parser import parse
 from tiledsl.passes import STAGE_NAMES
 from tiledsl.printer import print_ir
 from tiledsl.run import default_cpu_size, run_cpu
+from tiledsl.targets import build_arch
 
 SEED = 20240611
 
@@ -94,10 +95,19 @@ def test_every_stage_emits_and_runs_correctly(path: Path, stage: str) -> None:
     try:
         compiled = compile_file(path, stop_after=stage)
     except TileError as err:
+        if "wgmma reads A and B from 128-byte-swizzled" in err.first.message:
+            # wgmma reads only the swizzled tiles padding makes: its rungs start there, and
+            # the IR before it still runs in the interpreter
+            assert STAGE_NAMES.index(stage) < STAGE_NAMES.index("padding")
+            for kernel in lower_file(path, stop_after=stage):
+                assert run_cpu(kernel, default_cpu_size(kernel), seed=SEED).ok
+            return
         assert "threads per block" in err.first.message, str(err)
         assert any(note.startswith(f"this is the IR after {stage}") for note in err.first.notes)
         return
-    if compiled.kernels[0].schedule.instruction == "mma.sync":
+    if compiled.kernels[0].schedule.instruction == "wgmma":
+        assert "wgmma.mma_async.sync.aligned" in compiled.source
+    elif compiled.kernels[0].schedule.instruction == "mma.sync":
         assert "mma.sync.aligned.m16n8k16" in compiled.source
     else:
         assert "wmma::mma_sync(" in compiled.source
@@ -129,7 +139,7 @@ def test_nvcc_builds_it_without_spills(path: Path) -> None:
     from tiledsl.toolchain import compile_cubin
 
     compiled = compile_file(path)
-    reports = compile_cubin(compiled.source, "sm_90", path.stem)
+    reports = compile_cubin(compiled.source, build_arch("sm_90", compiled.kernels), path.stem)
     kernels = [*compiled.kernels, *(k.edge for k in compiled.kernels if k.edge is not None)]
     assert sorted(reports) == sorted(k.name for k in kernels)
     for kernel in kernels:  # the guarded twins for edge tiles too

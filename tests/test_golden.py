@@ -23,6 +23,7 @@ CASES = [
     "hgemm_nt",
     "hgemm_mma",  # the mma.sync path and pad xor
     "tuned/wmma_f32acc",  # fragment-buffering
+    "tuned/wgmma_f32acc",  # the wgmma path: warpgroups, descriptors, the 128-byte swizzle
 ]
 
 

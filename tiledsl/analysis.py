@@ -15,7 +15,7 @@ from . import syntax as S
 from .errors import Collector
 from .expr import Const
 from .gemm import Gemm, resolve_gemm
-from .ir import xor_geometry
+from .ir import lanes_per_warp, xor_geometry
 from .schedule import Schedule, read_directives
 from .targets import DEFAULT_TARGET, TARGETS, Target
 
@@ -59,6 +59,8 @@ def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Col
         # and there is no epilogue (it needs each element's column: the staging tile's).
         direct = gemm.c.dtype == sched.accumulate and not sched.epilogue
         updates["epilogue_via"] = "direct" if direct else "shared"
+    if sched.instruction == "wgmma" and "pad" not in sched.written:
+        updates["pad"] = "xor"  # the 128-byte swizzle wgmma's descriptors read
     for name, (value, loc) in pads.items():
         if name == gemm.a.name:
             updates["pad_a"] = value
@@ -168,6 +170,9 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
     if sched.instruction == "mma.sync":
         if not _check_ptx_mma(sched, target, dtype, errs):
             return
+    elif sched.instruction == "wgmma":
+        if not _check_wgmma(sched, target, dtype, gemm, errs):
+            return
     else:
         shapes = target.mma_shapes[dtype]
         if sched.mma not in shapes:
@@ -201,11 +206,13 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
     if not ok:
         return
     warps_m, warps_n = sched.warps
-    threads = warps_m * warps_n * target.warp_width
+    lanes = lanes_per_warp(sched, target)
+    threads = warps_m * warps_n * lanes
     if threads > target.max_threads_per_block:
         errs.add(
             sched.loc("block"),
-            f"{warps_m} x {warps_n} warps of {target.warp_width} threads = "
+            f"{warps_m} x {warps_n} {'warpgroups' if lanes > target.warp_width else 'warps'} "
+            f"of {lanes} threads = "
             f"{threads} threads per block; {target.name} allows {target.max_threads_per_block}",
             "use a smaller block tile, or give each warp several fragments (`coarsen 2 x 2`)",
         )
@@ -213,7 +220,7 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
         _check_registers(sched, target, threads, errs)
     if gemm is not None and sched.stages >= 1:
         _check_copy_width(sched, gemm, errs)
-    if sched.fragment_buffers == 2:
+    if sched.fragment_buffers == 2 and sched.instruction != "wgmma":
         _check_fragment_buffers(sched, errs)
     if gemm is not None and sched.pad == "xor" and sched.instruction == "mma.sync":
         _check_xor_lines(sched, gemm, errs)
@@ -259,6 +266,72 @@ def _check_ptx_mma(sched: Schedule, target: Target, dtype: str, errs: Collector)
         )
         return False
     return True
+
+
+def _check_wgmma(
+    sched: Schedule, target: Target, dtype: str, gemm: Gemm | None, errs: Collector
+) -> bool:
+    """`mma m64nNk16`: a wgmma shape of this target, its tiles in 128-byte-swizzled shared
+    memory (`pad xor`), fed by a pipeline, accumulating in f32."""
+    m, n, k = sched.mma
+    shapes = (target.wgmma_shapes or {}).get(dtype, ())
+    if not shapes:
+        errs.add(
+            sched.loc("mma"),
+            f"{target.name} has no wgmma (`mma m{m}n{n}k{k}` is Hopper's warpgroup instruction)",
+            "use `target cuda sm_90`, or the mma.sync path here (`mma m16n8k16`)",
+        )
+        return False
+    if sched.mma not in shapes:
+        errs.add(
+            sched.loc("mma"),
+            f"{target.name} has no m{m}n{n}k{k} wgmma for {dtype} here",
+            "wgmma shapes here: " + ", ".join("m{}n{}k{}".format(*s) for s in shapes),
+        )
+        return False
+    ok = True
+    need = (
+        (
+            sched.stages < 2,
+            "stages",
+            f"wgmma reads its tiles asynchronously from shared memory, "
+            f"which needs the pipeline of stages 2 or more (stages {sched.stages})",
+            "write `stages 3` or more (from 3, one step of wgmmas stays in flight)",
+        ),
+        (
+            sched.pad != "xor",
+            "pad",
+            "wgmma reads shared memory through descriptors of "
+            "128-byte-swizzled tiles, which is `pad xor`'s layout on this path",
+            "write `pad xor`",
+        ),
+        (
+            sched.accumulate != "f32",
+            "accumulate",
+            "the wgmma path accumulates in f32 only (f16 accumulation is not built for it)",
+            "write `accumulate f32`, or drop the line",
+        ),
+        (
+            sched.fragment_buffers == 2,
+            "fragment_buffers",
+            "wgmma reads A and B from shared "
+            "memory itself: there are no fragment registers to double-buffer",
+            "drop `fragment_buffers 2` (a step of wgmmas already overlaps the next one's copies)",
+        ),
+    )
+    for bad, directive, what, fix in need:
+        if bad:
+            ok = False
+            errs.add(sched.loc(directive), what, fix)
+    bk = sched.block[2]
+    if gemm is not None and (gemm.a.layout == "row" or gemm.b.layout == "col") and bk % 64:
+        ok = False
+        errs.add(
+            sched.loc("block"),
+            f"BK = {bk}: a K-contiguous tile is read by wgmma in 128-byte lines of 64 elements",
+            f"make BK a multiple of 64, e.g. {max(64, bk - bk % 64)}",
+        )
+    return ok
 
 
 def _check_fragment_buffers(sched: Schedule, errs: Collector) -> None:
@@ -335,6 +408,8 @@ def seed_registers_per_warp(sched: Schedule) -> int:
     fragment and a row of CN B fragments per warp (B loaded once per step, A per row)."""
     m, n, k = sched.mma
     cm, cn = sched.coarsen
+    if sched.instruction == "wgmma":
+        return cm * cn * m * n  # A and B stay in shared memory: only the accumulators
     return cm * cn * m * n + m * k + cn * k * n
 
 
@@ -344,7 +419,7 @@ def fragment_registers(sched: Schedule, warp_width: int) -> int:
 
 
 def _check_registers(sched: Schedule, target: Target, threads: int, errs: Collector) -> None:
-    needed = fragment_registers(sched, target.warp_width)
+    needed = fragment_registers(sched, lanes_per_warp(sched, target))
     allowed = target.registers_per_thread(threads)
     if needed > allowed:
         cm, cn = sched.coarsen

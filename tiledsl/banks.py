@@ -49,13 +49,17 @@ def copy_ways(kernel: KernelIR, copy: Copy, pitch: int) -> int:
     # of a column-major tile), and the copy's chunks walk along each run.
     length, lines = _storage_shape(buf, copy.dst.rows, copy.dst.cols)
     row_vecs = length // copy.vector
-    lanes = kernel.target.warp_width
+    lanes = kernel.warp_width
     phase = max(1, 128 // width)
     worst = 1
     for start in range(0, lanes, phase):
         addrs = []
         for v in range(start, min(start + phase, lines * row_vecs)):
             r, c = divmod(v, row_vecs)
+            if buf.panel:  # wgmma's panels: where SharedBuffer.element puts the chunk
+                rc = (r, c * copy.vector) if buf.layout == "row" else (c * copy.vector, r)
+                addrs.append(buf.element(0, *rc) * size)
+                continue
             addrs.append((r * pitch + buf.swizzled(r, c * copy.vector)) * size)
         worst = max(
             worst, _ways(addrs, min(width, 16) if width >= 16 else 4, 8 if width >= 16 else 32)
@@ -100,7 +104,7 @@ def conflicts(kernel: KernelIR, buffer: str, pitch: int | None = None) -> list[A
         ):
             key = ("copy", buffer)
             chunks = stmt.dst.rows * stmt.dst.cols // stmt.vector
-            count = -(-chunks // kernel.target.warp_width)
+            count = -(-chunks // kernel.warp_width)
             if key not in seen:
                 seen.add(key)
                 out.append(
@@ -116,6 +120,9 @@ def conflicts(kernel: KernelIR, buffer: str, pitch: int | None = None) -> list[A
             and isinstance(stmt.src, SharedTile)
             and stmt.src.buffer == buffer
             and buf.dtype != "f32"
+            # wgmma's operands are read by the tensor cores through descriptors, not by
+            # lanes: no bank model (the 128-byte swizzle is the hardware's own)
+            and kernel.schedule.instruction != "wgmma"
         ):
             key = ("frag", stmt.frag.name)
             if key not in seen:

@@ -24,6 +24,7 @@ import numpy as np
 
 from . import __version__
 from .oracle import Check, check_exact, check_statistical
+from .targets import build_arch
 
 FLOP_PER_MAC = 2
 
@@ -144,7 +145,7 @@ def measure(
                 name = label if len(c.kernels) == 1 else f"{label}:{k.name}"
                 loaded = runtime.load(
                     c.source,
-                    arch,
+                    build_arch(arch, c.kernels),
                     pipeline=k.passes,
                     target=k.target.name,
                     use_cache=settings.use_cache,

@@ -30,7 +30,8 @@ from .errors import ToolchainError, UsageError
 from .expr import to_c
 from .feasibility import render_sweep
 from .feasibility import sweep as feasibility_sweep
-from .ir import KernelIR, buffer_offsets
+from .ir import SMEM_ALIGN, WGMMA_ALIGN, KernelIR, buffer_offsets
+from .targets import build_arch
 from .toolchain import PtxasReport
 
 #: NVIDIA allocates registers per warp in units of 256, i.e. 8 per thread of a 32-lane warp.
@@ -100,7 +101,7 @@ def register_estimate(kernel: KernelIR) -> RegisterEstimate:
                 one if f.role == "matrix_a" else elements,
             )
         )
-    return RegisterEstimate(tuple(frags), kernel.target.warp_width, kernel.threads)
+    return RegisterEstimate(tuple(frags), kernel.warp_width, kernel.threads)
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ def occupancy(kernel: KernelIR, registers_per_thread: int, source: str = "estima
     counts = {lim.resource: lim.blocks for lim in limits if lim.blocks is not None}
     blocks = min(counts.values())
     binding = tuple(name for name, n in counts.items() if n == blocks)
-    lanes = t.warp_width
+    lanes = kernel.warp_width
     return Occupancy(
         limits,
         blocks,
@@ -236,7 +237,7 @@ def _ptxas(
         return {}, "nvcc is not on PATH: no ptxas numbers, the estimate is used"
     reports: dict[str, PtxasReport] = {}
     try:
-        for arch in sorted({k.target.arch for k in kernels}):
+        for arch in sorted({build_arch(k.target.arch, kernels) for k in kernels}):
             reports.update(toolchain.compile_cubin(compiled.source, arch, stem))
     except ToolchainError as err:
         first = str(err).splitlines()[0]
@@ -297,13 +298,16 @@ def report(
     m, n, k = s.mma
     steps = s.block[2] // k
     frags = cm * cn
+    wgmma = s.instruction == "wgmma"
+    unit = "warpgroups" if wgmma else "warps"
     out.append(
-        f"  threads   {kernel.threads} per block = {kernel.warp_count} warps "
-        f"({wm} x {wn}) of {t.warp_width} lanes (limit {t.max_threads_per_block})"
+        f"  threads   {kernel.threads} per block = {kernel.warp_count} {unit} "
+        f"({wm} x {wn}) of {kernel.warp_width} lanes (limit {t.max_threads_per_block})"
     )
+    op = "wgmma" if wgmma else "mma_sync"
     out.append(
-        f"  MMAs      {frags} per warp ({cm} x {cn} fragments of {m}x{n}x{k}); "
-        f"{frags * steps} mma_sync per warp per K step of {s.block[2]}"
+        f"  MMAs      {frags} per {unit[:-1]} ({cm} x {cn} fragments of {m}x{n}x{k}); "
+        f"{frags * steps} {op} per {unit[:-1]} per K step of {s.block[2]}"
     )
     out.append("")
 
@@ -321,7 +325,8 @@ def report(
             rows.append(["  " + cells[0], *cells[1:]])
         total = kernel.smem_bytes
         pct = 100 * total / t.max_smem_per_block
-        rows.append(["  total", "", "", "", "", str(total), "buffers start 128-byte aligned"])
+        align = WGMMA_ALIGN if kernel.schedule.instruction == "wgmma" else SMEM_ALIGN
+        rows.append(["  total", "", "", "", "", str(total), f"buffers start {align}-byte aligned"])
         out += _table(
             ["  buffer", "slots x rows x pitch", "type", "cols+pad", "offset", "bytes", "holds"],
             rows,
@@ -340,7 +345,7 @@ def report(
     est = register_estimate(kernel)
     out.append(
         "  registers, ESTIMATE (one 32-bit register per fragment element, spread over the "
-        f"{t.warp_width} lanes"
+        f"{kernel.warp_width} lanes"
     )
     out.append(
         "  of a warp; the seed counts one A fragment live at a time, tiledsl's kernel keeps all "
@@ -402,7 +407,7 @@ def report(
             else "no spills"
         )
         out.append(
-            f"    ptxas ({t.arch}): {ptxas.registers} registers per thread, "
+            f"    ptxas ({build_arch(t.arch, (kernel,))}): {ptxas.registers} registers per thread, "
             f"{ptxas.registers * kernel.threads} per block, {spilled}, "
             f"{ptxas.stack_frame} bytes stack"
         )

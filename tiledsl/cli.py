@@ -298,9 +298,10 @@ def _compile(args) -> int:
     elif not (args.print_ir_after_all or args.explain_sync):
         print(compiled.source, end="")
     if args.ptxas:
+        from .targets import build_arch
         from .toolchain import compile_cubin
 
-        arch = compiled.kernels[0].target.arch
+        arch = build_arch(compiled.kernels[0].target.arch, compiled.kernels)
         for report in compile_cubin(compiled.source, arch, Path(name).stem).values():
             print(f"ptxas ({arch}): {report}")
     return 0

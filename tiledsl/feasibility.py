@@ -73,7 +73,7 @@ def staging_dtype(sched: Schedule) -> str:
 def row(kernel: KernelIR, warps: tuple[int, int], blocks: int, reserve: int) -> SweepRow:
     """One row: a block of `warps`, `blocks` of them on a multiprocessor."""
     sched, target = kernel.schedule, kernel.target
-    lanes = target.warp_width
+    lanes = kernel.warp_width
     m, n, k = sched.mma
     cm, cn = sched.coarsen
     warp_count = warps[0] * warps[1]
@@ -119,12 +119,12 @@ def sweep(kernel: KernelIR, reserve: int = 0) -> list[SweepRow]:
     """Rows over blocks per MP: full blocks while their threads fit, then halved blocks."""
     target = kernel.target
     warps = kernel.schedule.warps
-    threads = warps[0] * warps[1] * target.warp_width
+    threads = warps[0] * warps[1] * kernel.warp_width
     full = max(1, target.max_threads_per_sm // threads)
     rows = [row(kernel, warps, b, reserve) for b in range(1, full + 1)]
     while warps[0] * warps[1] > 1:
         warps = halve_warps(warps)
-        threads = warps[0] * warps[1] * target.warp_width
+        threads = warps[0] * warps[1] * kernel.warp_width
         rows.append(row(kernel, warps, target.max_threads_per_sm // threads, reserve))
     return rows
 

@@ -16,7 +16,9 @@ which covers the prologue, the steady state with every slot in use, and the
 drain: the accesses depend on kt only through kt % S and on T only near the end.
 An async copy writes from its issue until the wait that retires its group, so
 it is ordered after earlier accesses at its issue and before later ones at that
-wait; an access in between is a missing wait, which no barrier mends.
+wait; an access in between is a missing wait, which no barrier mends. wgmma's reads
+of its A and B tiles are asynchronous the same way, from the issue until the
+`wgmma.wait_group` that retires their group.
 
 A barrier is redundant when every hazard it orders is also ordered by another
 barrier that stays. Each barrier's decision comes with the hazard that keeps it
@@ -41,6 +43,8 @@ from .ir import (
     If,
     KernelIR,
     LoadFrag,
+    MmaCommit,
+    MmaWait,
     SharedTile,
     StoreFrag,
     buffer_offsets,
@@ -93,6 +97,10 @@ class _Trace:
         self.barriers: list[tuple[int, Barrier]] = []
         self.pending: list[list[_Access]] = []  # committed groups in flight
         self.uncommitted: list[_Access] = []
+        self.mma_pending: list[list[_Access]] = []  # wgmma groups in flight
+        self.mma_uncommitted: list[_Access] = []
+        # wgmma reads are asynchronous once multi-buffering has grouped them
+        self.wgmma = any(isinstance(s, MmaCommit) for s in walk(kernel.body))
 
     def run(self, body) -> None:
         for s in body:
@@ -124,10 +132,21 @@ class _Trace:
                         if write and s.mode == "async":
                             a.end = INF
                             self.uncommitted.append(a)
+            elif isinstance(s, MmaCommit):
+                self.mma_pending.append(self.mma_uncommitted)
+                self.mma_uncommitted = []
+            elif isinstance(s, MmaWait):
+                while len(self.mma_pending) > s.pending:
+                    for a in self.mma_pending.pop(0):
+                        a.end = self.pos
             elif isinstance(s, (LoadFrag, StoreFrag)):
                 tile = s.src if isinstance(s, LoadFrag) else s.dst
                 if isinstance(tile, SharedTile):
-                    self._access(tile, isinstance(s, StoreFrag), "warp", (), s)
+                    a = self._access(tile, isinstance(s, StoreFrag), "warp", (), s)
+                    role = self.k.fragment(s.frag.name).role
+                    if self.wgmma and isinstance(s, LoadFrag) and role != "accumulator":
+                        a.end = INF  # read by the tensor cores until its group retires
+                        self.mma_uncommitted.append(a)
 
     def _access(self, tile: SharedTile, write: bool, issuer: str, sig: tuple, stmt) -> _Access:
         buf = self.k.buffer(tile.buffer)
@@ -191,11 +210,13 @@ def _hazards(kernel: KernelIR, steps: int):
             scope = _needs(p, q)
             if scope is None:
                 continue
-            if p.end > q.start:  # p is an async copy still in flight when q runs
+            if p.end > q.start:  # p is asynchronous and still in flight when q runs
+                what = "reading" if not p.write else "copying into"
+                wait = "wgmma.wait_group" if not p.write else "cp.async wait"
                 raise HazardError(
                     f"`{stmt_text(q.stmt)}` touches {q.buffer} while "
-                    f"`{stmt_text(p.stmt)}` may still be copying into it: a "
-                    "cp.async wait is missing, and no barrier can mend that"
+                    f"`{stmt_text(p.stmt)}` may still be {what} it: a "
+                    f"{wait} is missing, and no barrier can mend that"
                 )
             covers = frozenset(
                 id(b)

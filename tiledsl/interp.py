@@ -13,6 +13,11 @@ in f16 and f32), so reading what nothing wrote shows in the result.
 Async copies (cp.async) read global memory when issued and land when a
 `wait_group` retires their group; touching bytes still in flight is an error.
 
+wgmma (`mma m64nNk16`) reads its A and B tiles asynchronously: from the issue until
+the `wgmma.wait_group` that retires its group. The interpreter reads them at the issue,
+refuses any write to them before that wait, and logs the reads again at the wait, so a
+write by another warp that no barrier orders after the wait is a race.
+
 Races: every shared-memory access is logged, in 2-byte units, with its issuer — a
 thread for copies, the whole warp for warp-collective fragment ops (their lane
 mapping is unspecified) — and the warp-barrier epoch of its warp. At each block
@@ -45,10 +50,14 @@ from .ir import (
     KernelIR,
     LoadFrag,
     Mma,
+    MmaCommit,
+    MmaFence,
+    MmaWait,
     SharedTile,
     StoreFrag,
     Tile,
     buffer_offsets,
+    walk,
 )
 from .printer import stmt_text
 
@@ -106,6 +115,10 @@ class _Block:
     log: list[_Access] = field(default_factory=list)
     uncommitted: list[_Pending] = field(default_factory=list)
     groups: list[list[_Pending]] = field(default_factory=list)
+    # wgmma reads in flight: (units, issuers, stmt) per read, grouped like cp.async's
+    mma_reads: list = field(default_factory=list)
+    mma_groups: list[list] = field(default_factory=list)
+    mma_busy: np.ndarray | None = None  # per unit: wgmma reads in flight
 
 
 def interpret(kernel: KernelIR, arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> Stats:
@@ -121,7 +134,7 @@ class _Interpreter:
         self.stats = Stats()
         self.stmts: list[str] = []
         self.stmt_ids: dict[int, int] = {}
-        self.ww = kernel.target.warp_width
+        self.ww = kernel.warp_width
         self.nwarps = kernel.warp_count
         self.threads = kernel.threads
         self.offsets = buffer_offsets(kernel)
@@ -129,6 +142,9 @@ class _Interpreter:
             [self.offsets[b.name] + b.size_bytes for b in kernel.buffers], default=0
         )
         self.warp_env = kernel.warp_coords()
+        # wgmma reads are asynchronous once multi-buffering has grouped them; before it the
+        # IR's mma is synchronous (interpretable, not yet emittable)
+        self.mma_groups = any(isinstance(s, MmaCommit) for s in walk(kernel.body))
 
     def run(self) -> Stats:
         grid = {name: int(evaluate(e, self.sizes)) for name, e in grid_vars(self.k).items()}
@@ -159,7 +175,13 @@ class _Interpreter:
                 np.zeros(self.nwarps, np.int64),
                 np.zeros(self.arena_bytes // UNIT, bool),
             )
+            blk.mma_busy = np.zeros(self.arena_bytes // UNIT, np.int32)
             self._body(blk, self.k.body)
+            if blk.mma_reads or any(blk.mma_groups):
+                raise InterpreterError(
+                    "wgmmas were issued but never waited for "
+                    f"(block {pid}): a wgmma.wait_group is missing"
+                )
             if blk.uncommitted or any(blk.groups):
                 raise InterpreterError(
                     "async copies were issued but never waited for "
@@ -199,6 +221,20 @@ class _Interpreter:
             frag, i, j = self._frag(blk, s.frag)
             values = decode(self._read_tile(blk, s.src, s), self._dtype(s.src))
             frag[:, i, j] = values.astype(frag.dtype)
+            if self._async_read(s):
+                _, _, units, issuers = self._warp_tile(blk, s.src, s)
+                blk.mma_reads.append((units, issuers, s))
+                np.add.at(blk.mma_busy, units.ravel(), 1)
+        elif isinstance(s, MmaFence):
+            pass  # orders registers for the hardware; the interpreter's are always in order
+        elif isinstance(s, MmaCommit):
+            blk.mma_groups.append(blk.mma_reads)
+            blk.mma_reads = []
+        elif isinstance(s, MmaWait):
+            while len(blk.mma_groups) > s.pending:
+                for units, issuers, stmt in blk.mma_groups.pop(0):
+                    np.add.at(blk.mma_busy, units.ravel(), -1)
+                    self._log(blk, units, issuers, False, stmt)  # still read until here
         elif isinstance(s, Mma):
             acc, ai, aj = self._frag(blk, s.acc)
             a, i, j = self._frag(blk, s.a)
@@ -307,6 +343,7 @@ class _Interpreter:
         data, flat, units, issuers = self._warp_tile(blk, tile, stmt)
         if units is not None:
             self._not_in_flight(blk, units, stmt)
+            self._not_being_read(blk, units, stmt)
             self._log(blk, units, issuers, True, stmt)
         data[flat] = encode(values, self._dtype(tile))
 
@@ -362,6 +399,7 @@ class _Interpreter:
             return
         dunits = np.broadcast_to(dunits, (*shape, *dunits.shape[len(shape) :]))
         self._not_in_flight(blk, dunits, c)
+        self._not_being_read(blk, dunits, c)
         if c.mode == "async":
             blk.uncommitted.append(
                 _Pending(dst, dflat, values, dunits, _expand(issuers, dunits), c)
@@ -395,6 +433,22 @@ class _Interpreter:
                 "still filling: a wait_group (and barrier) is missing before it"
             )
 
+    def _async_read(self, s) -> bool:
+        """A wgmma operand: read by the tensor cores until its group retires."""
+        return (
+            self.mma_groups
+            and isinstance(s, LoadFrag)
+            and isinstance(s.src, SharedTile)
+            and self.k.fragment(s.frag.name).role != "accumulator"
+        )
+
+    def _not_being_read(self, blk: _Block, units, stmt) -> None:
+        if (blk.mma_busy[np.asarray(units)] > 0).any():
+            raise InterpreterError(
+                f"`{stmt_text(stmt)}` overwrites shared memory that a wgmma may still be "
+                "reading: a wgmma.wait_group (and barrier) is missing before it"
+            )
+
     def _check_fragment_pointer(self, blk: _Block, tile: Tile, stmt) -> None:
         """WMMA wants a 32-byte aligned pointer and a leading dimension of whole 16 bytes;
         mma.sync, each lane's own address aligned (`_check_lane_pointers`)."""
@@ -404,6 +458,13 @@ class _Interpreter:
         else:
             op = self.k.gemm.operand(tile.operand)
             size, base, ld = DTYPE_BYTES[op.dtype], 0, int(evaluate(op.leading_dim, blk.env))
+        if self.k.schedule.instruction == "wgmma":
+            if not self._async_read(stmt):
+                if self.k.fragment(stmt.frag.name).role == "accumulator":
+                    self._check_lane_pointers(blk, tile, stmt, size, base)
+                return
+            self._check_descriptor(blk, tile, stmt, size, base)
+            return
         if self.k.schedule.instruction == "mma.sync":
             self._check_lane_pointers(blk, tile, stmt, size, base)
             return
@@ -413,6 +474,21 @@ class _Interpreter:
             raise InterpreterError(
                 f"`{stmt_text(stmt)}`: WMMA needs a 32-byte aligned pointer "
                 f"and a leading dimension of whole 16 bytes (ld = {ld})"
+            )
+
+    def _check_descriptor(self, blk: _Block, tile: SharedTile, stmt, size: int, base: int):
+        """wgmma's descriptor: a 128-byte-swizzled tile whose first line is a multiple of 8
+        (the swizzle's phase), its first element on 16 bytes, the buffer on 1024 bytes."""
+        buf = self.k.buffer(tile.buffer)
+        if not buf.panel:
+            return  # before padding: an IR to interpret, not yet to emit as wgmma
+        line_e, pos_e = tile.offset if buf.layout == "row" else tile.offset[::-1]
+        line = np.asarray(evaluate(line_e, blk.env))
+        pos = np.asarray(evaluate(pos_e, blk.env))
+        if base % 1024 or (line % 8).any() or ((pos * size) % 16).any():
+            raise InterpreterError(
+                f"`{stmt_text(stmt)}`: a wgmma descriptor needs a 128-byte-swizzled tile "
+                "starting on a line in 8s and 16 bytes, in a buffer on 1024 bytes"
             )
 
     def _check_lane_pointers(self, blk: _Block, tile: Tile, stmt, size: int, base: int) -> None:

@@ -12,6 +12,9 @@
               | If(lhs op rhs, then, orelse)         a block-uniform condition (op: < or ==)
               | AsyncCommit()                       close a group of async copies (cp.async)
               | AsyncWait(pending)                  wait until at most `pending` groups fly
+              | MmaFence() | MmaCommit() | MmaWait(pending)
+                                                    wgmma's asynchronous groups (`mma m64nNk16`):
+                                                    fence the registers, close a group, wait
     Tile      = GlobalTile(operand, origin (r, c), offset (r, c), rows, cols)
               | SharedTile(buffer, slot, offset (r, c), rows, cols)
     FragRef   = fragment name [i][j]     (i, j: constants or unrolled loop variables)
@@ -93,6 +96,9 @@ class SharedBuffer:
     layout: str = "row"
     alias: str | None = None  # shares the bytes of this buffer (a union), e.g. Cs over As
     xor: bool = False  # `pad xor`: each line's 16-byte chunks permuted (see xor_geometry)
+    # wgmma's 128-byte swizzle: each line cut into `panel`-element pieces (128 bytes), the
+    # pieces stored panel by panel (all lines' first panel, then the second...); 0: whole lines
+    panel: int = 0
 
     @property
     def lines(self) -> int:
@@ -115,6 +121,19 @@ class SharedBuffer:
         memory (emitter, interpreter, bank model, hazard analysis) goes through it.
         """
         line, pos = (row, col) if self.layout == "row" else (col, row)
+        if self.panel:
+            panels = self.line_length // self.panel
+            if isinstance(pos, Expr) or isinstance(line, Expr):
+                piece, within = (
+                    floordiv(lift(pos), lift(self.panel)),
+                    mod(lift(pos), lift(self.panel)),
+                )
+                first = (lift(slot) * panels + piece) * self.lines + lift(line)
+                return first * self.panel + self.swizzled(line, within)
+            piece, within = pos // self.panel, pos % self.panel
+            return ((slot * panels + piece) * self.lines + line) * self.panel + self.swizzled(
+                line, within
+            )
         return (slot * self.lines + line) * self.pitch + self.swizzled(line, pos)
 
     def swizzled(self, line, pos):
@@ -124,14 +143,17 @@ class SharedBuffer:
         chunk in 8 different 16-byte bank groups (what ldmatrix's 8 row reads need)."""
         if not self.xor:
             return pos
-        chunk, groups, repeat = xor_geometry(self.line_length, self.dtype)
+        chunk, groups, repeat = xor_geometry(self.panel or self.line_length, self.dtype)
         if isinstance(line, Expr) or isinstance(pos, Expr):
             key = mul(mod(floordiv(lift(line), lift(repeat)), lift(groups)), lift(chunk))
             return xor(lift(pos), key)
         return pos ^ (line // repeat % groups * chunk)
 
     def line_span(self, slot, line):
-        """First and one-past-last element of one whole line (what `pad xor` may touch)."""
+        """First and one-past-last element of one whole line (what `pad xor` may touch);
+        a panelled line is spread over its slot, so the span is the slot's."""
+        if self.panel:
+            return slot * self.lines * self.pitch, (slot + 1) * self.lines * self.pitch
         start = (slot * self.lines + line) * self.pitch
         return start, start + self.line_length
 
@@ -256,7 +278,39 @@ class AsyncWait:
     pending: int
 
 
-Stmt = For | Copy | Fill | LoadFrag | Mma | StoreFrag | Barrier | If | AsyncCommit | AsyncWait
+@dataclass(frozen=True)
+class MmaFence:
+    """wgmma.fence: order this warpgroup's earlier register accesses before the wgmmas below."""
+
+
+@dataclass(frozen=True)
+class MmaCommit:
+    """Close the group of wgmmas issued since the last commit (wgmma.commit_group)."""
+
+
+@dataclass(frozen=True)
+class MmaWait:
+    """Wait until at most `pending` wgmma groups are in flight: the older ones have read
+    their shared-memory tiles and written their accumulators."""
+
+    pending: int
+
+
+Stmt = (
+    For
+    | Copy
+    | Fill
+    | LoadFrag
+    | Mma
+    | StoreFrag
+    | Barrier
+    | If
+    | AsyncCommit
+    | AsyncWait
+    | MmaFence
+    | MmaCommit
+    | MmaWait
+)
 
 
 @dataclass(frozen=True)
@@ -281,13 +335,21 @@ class KernelIR:
         return self.warps[0] * self.warps[1]
 
     @property
+    def warp_width(self) -> int:
+        """Threads of the IR's `warp`: the target's warp, or wgmma's warpgroup of 4 warps."""
+        return lanes_per_warp(self.schedule, self.target)
+
+    @property
     def threads(self) -> int:
-        return self.warp_count * self.target.warp_width
+        return self.warp_count * self.warp_width
 
     @property
     def smem_bytes(self) -> int:
+        """Dynamic shared memory to ask for at launch (wgmma: plus the slack that lets the
+        kernel round its base up to 1024 bytes, which the launch does not promise)."""
         offsets = buffer_offsets(self)
-        return max((_aligned(offsets[b.name] + b.size_bytes) for b in self.buffers), default=0)
+        used = max((_aligned(offsets[b.name] + b.size_bytes) for b in self.buffers), default=0)
+        return used + WGMMA_ALIGN if used and self.schedule.instruction == "wgmma" else used
 
     def warp_coords(self) -> dict:
         """`warp`, `wm`, `wn` of every warp of a block, as numpy arrays (as the emitted
@@ -311,22 +373,30 @@ class KernelIR:
 
 
 SMEM_ALIGN = 128
+# wgmma's 128-byte swizzle is a function of address bits 4-9: its tiles start on 1024 bytes.
+WGMMA_ALIGN = 1024
 
 
-def _aligned(nbytes: int) -> int:
+def lanes_per_warp(schedule: Schedule, target: Target) -> int:
+    """The threads one IR warp stands for: wgmma is issued by a warpgroup (4 warps)."""
+    return 4 * target.warp_width if schedule.instruction == "wgmma" else target.warp_width
+
+
+def _aligned(nbytes: int, align: int = SMEM_ALIGN) -> int:
     """Buffers start on 128-byte boundaries (16 is needed for vectors; 128 keeps rows in phase)."""
-    return -(-nbytes // SMEM_ALIGN) * SMEM_ALIGN
+    return -(-nbytes // align) * align
 
 
 def buffer_offsets(kernel: KernelIR) -> dict[str, int]:
     """Byte offset of each shared buffer inside the kernel's dynamic shared memory."""
+    align = WGMMA_ALIGN if kernel.schedule.instruction == "wgmma" else SMEM_ALIGN
     offsets, at = {}, 0
     for b in kernel.buffers:
         if b.alias is not None:
             offsets[b.name] = offsets[b.alias]  # a union: the bytes of an earlier buffer
             continue
         offsets[b.name] = at
-        at += _aligned(b.size_bytes)
+        at += _aligned(b.size_bytes, align)
     return offsets
 
 

@@ -27,6 +27,9 @@ from .ir import (
     KernelIR,
     LoadFrag,
     Mma,
+    MmaCommit,
+    MmaFence,
+    MmaWait,
     SharedTile,
     StoreFrag,
     Tile,
@@ -38,7 +41,8 @@ def print_ir(kernel: KernelIR) -> str:
     g, s, t = kernel.gemm, kernel.schedule, kernel.target
     consts = named_constants(s)
     lines = [
-        f"kernel {kernel.name} ({t.name}, {t.warp_width}-thread warps)",
+        f"kernel {kernel.name} ({t.name}, {kernel.warp_width}-thread "
+        + ("warpgroups as warps)" if kernel.warp_width != t.warp_width else "warps)"),
         f"  gemm     {g.text}",
         f"  operands {', '.join(str(o) for o in (g.a, g.b, g.c))}",
         f"  consts   {', '.join(f'{n} = {c.value}' for n, c in consts.items())}",
@@ -54,7 +58,8 @@ def print_ir(kernel: KernelIR) -> str:
         lines.append(
             f"  shared   {b.name}: {b.dtype}[{b.slots}][{b.rows}][{b.cols}] {b.layout} "
             f"pitch {b.pitch}"
-            f"  # {b.purpose}, {b.size_bytes} bytes"
+            + (f" xor, {b.panel}-element panels" if b.panel else "")
+            + f"  # {b.purpose}, {b.size_bytes} bytes"
         )
     for f in kernel.fragments:
         layout = f" {f.layout}" if f.layout else ""
@@ -112,6 +117,12 @@ def stmt_text(stmt) -> str:
         return "async.commit"
     if isinstance(stmt, AsyncWait):
         return f"async.wait pending={stmt.pending}"
+    if isinstance(stmt, MmaFence):
+        return "mma.fence"
+    if isinstance(stmt, MmaCommit):
+        return "mma.commit"
+    if isinstance(stmt, MmaWait):
+        return f"mma.wait pending={stmt.pending}"
     raise TypeError(f"no text for {type(stmt).__name__}")
 
 

@@ -32,6 +32,7 @@ from .oracle import (
     to_device,
     to_storage,
 )
+from .targets import build_arch
 
 
 class SizeError(Exception):
@@ -221,7 +222,7 @@ def run_gpu(
     report = Report(kernel.name, size, engine, batch=batch)
     loaded = runtime.load(
         source,
-        arch,
+        build_arch(arch, (kernel,)),
         pipeline=kernel.passes,
         target=kernel.target.name,
         use_cache=use_cache,

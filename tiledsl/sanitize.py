@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import TileError, ToolchainError
+from .targets import build_arch
 
 TOOLS = ("racecheck", "memcheck", "synccheck")
 HAZARD_EXIT = 86  # --error-exitcode: the status compute-sanitizer returns on a finding
@@ -266,7 +267,7 @@ def _child(args) -> int:
     arch = runtime.device_arch()
     loaded = runtime.load(
         compiled.source,
-        arch,
+        build_arch(arch, compiled.kernels),
         pipeline=kernel.passes,
         target=kernel.target.name,
         name=str(source_path),

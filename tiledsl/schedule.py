@@ -19,8 +19,9 @@ from .targets import DEFAULT_TARGET, TARGETS, UNMODELLED, parse_target_name
 class Schedule:
     block: tuple[int, int, int] = (0, 0, 0)
     mma: tuple[int, int, int] = (16, 16, 16)
-    # "wmma" (`mma 16 x 16 x 16`: nvcuda::wmma fragments) or "mma.sync" (`mma m16n8k16`:
-    # the PTX instruction, fed by ldmatrix; the only path that can read `pad xor` tiles)
+    # "wmma" (`mma 16 x 16 x 16`: nvcuda::wmma fragments), "mma.sync" (`mma m16n8k16`:
+    # the PTX instruction, fed by ldmatrix) or "wgmma" (`mma m64nNk16`: Hopper's warpgroup
+    # instruction, reading A and B straight from 128-byte-swizzled shared memory)
     instruction: str = "wmma"
     coarsen: tuple[int, int] = (1, 1)
     stages: int = 2
@@ -48,6 +49,12 @@ class Schedule:
     def loc(self, directive: str) -> Loc:
         """Where a directive was written, or the kernel's name where its default applies."""
         return dict(self.locs).get(directive, self.kernel_loc)
+
+    @property
+    def mma_depth(self) -> int:
+        """wgmma groups left in flight at the end of a K step: 1 from 3 stages on (a slot
+        is then read for two steps), else 0; 0 on the synchronous paths."""
+        return 1 if self.instruction == "wgmma" and self.stages >= 3 else 0
 
     @property
     def warps(self) -> tuple[int, int]:
@@ -159,7 +166,8 @@ def _read_mma(d, errs):
             )
             return {}
         shape = tuple(int(x) for x in match.groups())
-        return {"mma": shape, "instruction": "mma.sync"}
+        # m64: the warpgroup's instruction (wgmma); the analysis checks the rest of the shape
+        return {"mma": shape, "instruction": "wgmma" if shape[0] == 64 else "mma.sync"}
     v = _ints(d, 3, errs)
     return {"mma": v} if v else {}
 

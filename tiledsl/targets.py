@@ -18,6 +18,11 @@ _WMMA_F16: tuple[Shape, ...] = ((16, 16, 16), (32, 8, 16), (8, 32, 16))
 # made of, with ldmatrix feeding it. Only the shape the fast path uses is offered.
 _PTX_F16: tuple[Shape, ...] = ((16, 8, 16),)
 _PTX = {"f16": _PTX_F16, "bf16": _PTX_F16}
+# wgmma (sm_90a), written `mma m64nNk16`: one warpgroup computes 64 x N, A and B read from
+# shared memory by descriptor. N a multiple of 64, so that an N-contiguous tile of B is
+# whole 128-byte panels (the swizzle atom); up to 256, the instruction's widest.
+_WGMMA_F16: tuple[Shape, ...] = tuple((64, n, 16) for n in (64, 128, 192, 256))
+_WGMMA = {"f16": _WGMMA_F16, "bf16": _WGMMA_F16}
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,8 @@ class Target:
     max_blocks_per_sm: int | None = None  # None: not documented for this target
     # input dtype -> mma.sync instruction shapes (empty: no PTX path, e.g. MUSA)
     ptx_mma_shapes: dict[str, tuple[Shape, ...]] | None = None
+    # input dtype -> wgmma shapes (sm_90a only; built for sm_90a, the chip's own target)
+    wgmma_shapes: dict[str, tuple[Shape, ...]] | None = None
 
     def registers_per_thread(self, threads: int) -> int:
         """The most registers a thread may hold in a block of `threads` threads.
@@ -87,6 +94,7 @@ TARGETS: dict[str, Target] = {
         True,
         32,
         _PTX,
+        _WGMMA,
     ),
     "cuda sm_120": Target(
         "cuda",
@@ -122,6 +130,14 @@ DEFAULT_TARGET = "cuda sm_90"
 
 #: Architectures known by name whose limits are not documented where we could read them.
 UNMODELLED = {"musa mp_31": "its limits are not documented in the S4000 seed or elsewhere here"}
+
+
+def build_arch(arch: str, kernels) -> str:
+    """The architecture to build `kernels` for on a device of `arch`: wgmma exists only in
+    the chip-specific target (sm_90a), which runs on that chip alone."""
+    if any(k.schedule.instruction == "wgmma" for k in kernels) and not arch.endswith("a"):
+        return arch + "a"
+    return arch
 
 
 def parse_target_name(text: str) -> str | None:

@@ -79,6 +79,16 @@ def parse_ptxas(log: str) -> dict[str, PtxasReport]:
     return reports
 
 
+def arch_flags(arch: str) -> list[str]:
+    """nvcc's flags for one architecture; a chip-specific one (sm_90a) in the -gencode form,
+    which nvcc 13 assembles on its own (the -arch shorthand adds a plain sm_90 pass that
+    rejects wgmma)."""
+    if arch.endswith("a"):
+        cc = arch.split("_", 1)[1]
+        return [f"-gencode=arch=compute_{cc},code=sm_{cc}"]
+    return [f"-arch={arch}"]
+
+
 def compile_cubin(
     source: str, arch: str = "sm_90", name: str = "kernel", extra: tuple[str, ...] = ()
 ) -> dict[str, PtxasReport]:
@@ -94,7 +104,7 @@ def compile_cubin(
         cmd = [
             nvcc,
             "-cubin",
-            f"-arch={arch}",
+            *arch_flags(arch),
             "-std=c++17",
             "-Xptxas",
             "-v",

@@ -38,6 +38,7 @@ from .errors import ToolchainError
 from .progress import Progress
 from .space import Point
 from .syntax import Program
+from .targets import build_arch
 from .tune import parallel_map
 from .tune_record import Result, Size
 
@@ -103,7 +104,7 @@ def _load(compiled: Compiled, arch: str, loader=None) -> runtime.Loaded:
     kernel = compiled.kernels[0]
     return runtime.load(
         compiled.source,
-        arch,
+        build_arch(arch, compiled.kernels),
         pipeline=kernel.passes,
         target=kernel.target.name,
         name=Path(compiled.file).with_suffix(".cu").name,

@@ -237,6 +237,26 @@ def pow2_alignment(e: Expr, known: dict[str, int]) -> int:
     return 1
 
 
+def _check_descriptor_tile(kernel, stmt, tile, base: int, known: dict, errs: Collector) -> None:
+    """A wgmma descriptor points at a tile of a 128-byte-swizzled buffer: the buffer on
+    1024 bytes, the tile's first line a multiple of 8 (the swizzle's phase) and its first
+    element on 16 bytes; anything else reads other elements than the IR says."""
+    s = kernel.schedule
+    if not isinstance(tile, SharedTile) or not kernel.buffer(tile.buffer).panel:
+        return  # before padding: the IR is interpretable, not yet emittable as wgmma
+    buf = kernel.buffer(tile.buffer)
+    line, pos = tile.offset if buf.layout == "row" else tile.offset[::-1]
+    chunk = 16 // DTYPE_BYTES[buf.dtype]
+    if base % 1024 or pow2_alignment(line, known) < 8 or pow2_alignment(pos, known) < chunk:
+        errs.add(
+            s.loc("mma"),
+            f"a wgmma tile of {buf.name} starts at line {line}, element {pos} (buffer at "
+            f"byte {base}): descriptors need lines in 8s, 16-byte elements and 1024-byte "
+            "buffers",
+            "this is a tiledsl bug in the pipeline it built; please report it",
+        )
+
+
 def _check_fragment_alignment(kernel: KernelIR, errs: Collector) -> None:
     """WMMA loads and stores need 32-byte aligned pointers and 16-byte multiples of ldm."""
     from .ir import buffer_offsets
@@ -260,9 +280,12 @@ def _check_fragment_alignment(kernel: KernelIR, errs: Collector) -> None:
             size, ld = DTYPE_BYTES[op.dtype], op.leading_dim
             element = op.offset(tile.origin[0] + tile.offset[0], tile.origin[1] + tile.offset[1])
             base = 0
+        if s.instruction == "wgmma" and kernel.fragment(stmt.frag.name).role != "accumulator":
+            _check_descriptor_tile(kernel, stmt, tile, base, known, errs)
+            continue
         pointer = min(pow2_alignment(element, known) * size, base & -base if base else 1 << 30)
         ldm = pow2_alignment(ld, known) * size
-        if s.instruction == "mma.sync":
+        if s.instruction in ("mma.sync", "wgmma"):
             # ldmatrix reads 16-byte rows; accumulators move 2 elements per lane and row.
             frag = kernel.fragment(stmt.frag.name)
             need = 2 * size if frag.role == "accumulator" else 16

@@ -35,7 +35,7 @@ from ..ir import (
 )
 from ..launch import launch_of
 from ..lower import named_constants
-from . import ptx_mma
+from . import ptx_mma, wgmma
 
 _VECTOR_TYPES = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
 _RASTER_MEANING = {
@@ -89,6 +89,7 @@ __device__ __forceinline__ void cp_async_wait() {
         if any(isinstance(s, Copy) and s.mode == "async" for k in kernels for s in walk(k.body)):
             head += [self.async_helpers, ""]
         head += ptx_mma.module_helpers(kernels)
+        head += wgmma.module_helpers(kernels)
         return "\n".join(head) + "\n" + "\n\n".join(self.emit_kernel(k) for k in kernels) + "\n"
 
     def emit_kernel(self, k: KernelIR) -> str:
@@ -139,9 +140,11 @@ __device__ __forceinline__ void cp_async_wait() {
         elif not tiled:
             staging = f"{later}: fragments load straight from global memory"
         elif piped:
+            lead = s.stages - 1 - s.mma_depth
             staging = (
-                f"{s.stages} shared-memory slots of A and B; copies run {s.stages - 1} "
+                f"{s.stages} shared-memory slots of A and B; copies run {lead} "
                 "step(s) ahead of the compute (smem-tiling, multi-buffering)"
+                + (", one step of wgmmas left in flight" if s.mma_depth else "")
             )
         else:
             staging = "one shared-memory tile of A and B, loaded then computed (smem-tiling)"
@@ -156,6 +159,11 @@ __device__ __forceinline__ void cp_async_wait() {
         tiles = [b for b in k.buffers if not b.per_warp]
         if not tiled:
             padding = "unused: no shared-memory tiles of A and B"
+        elif "padding" in k.passes and s.pad == "xor" and s.instruction == "wgmma":
+            padding = (
+                "no padding; the 128-byte swizzle wgmma's descriptors read: lines in "
+                "128-byte panels, chunk c of line l at chunk c ^ (l % 8)"
+            )
         elif "padding" in k.passes and s.pad == "xor":
             padding = (
                 "no padding; each line's 16-byte chunks are XOR-permuted so that ldmatrix's "
@@ -198,6 +206,14 @@ __device__ __forceinline__ void cp_async_wait() {
                 s,
                 "mma",
                 f"mma m{mm}n{mn}k{mk}",
+                "one wgmma per fragment, issued by a warpgroup (the IR's warp: 4 warps, "
+                "WARP_SIZE 128); A and B read from shared memory by descriptor",
+            )
+            if s.instruction == "wgmma"
+            else self._directive(
+                s,
+                "mma",
+                f"mma m{mm}n{mn}k{mk}",
                 "one mma.sync instruction per fragment; ldmatrix loads A and B "
                 "(registers in PTX's layout: see the helpers above)",
             ),
@@ -209,7 +225,7 @@ __device__ __forceinline__ void cp_async_wait() {
                 coarsening,
             ),
             f"constexpr int WARPS_M = {k.warps[0]}, WARPS_N = {k.warps[1]}, "
-            f"WARP_SIZE = {k.target.warp_width}, THREADS = {k.threads};",
+            f"WARP_SIZE = {k.warp_width}, THREADS = {k.threads};",
             'static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x '
             'WARPS_N warps");',
             self._directive(
@@ -252,12 +268,20 @@ __device__ __forceinline__ void cp_async_wait() {
                 f"constexpr int {up}_{major} = {b.lines}, {up}_PITCH = {b.pitch};  "
                 f"// {b.purpose}: {b.slots} slot(s) of {b.rows} x {b.cols}, {b.layout}-major"
             )
+            if b.panel:
+                out.append(
+                    f"constexpr int {up}_PANELS = {b.line_length // b.panel}, {up}_PANEL = "
+                    f"{b.panel};  // lines cut into {b.panel}-element (128-byte) panels, "
+                    "stored panel after panel"
+                )
             if b.xor:  # the emitted xor_swizzle<> spells SharedBuffer.swizzled
-                chunk, groups, repeat = xor_geometry(b.line_length, b.dtype)
+                chunk, groups, repeat = xor_geometry(b.panel or b.line_length, b.dtype)
                 out.append(
                     f"constexpr int {up}_XOR_CHUNK = {chunk}, {up}_XOR_GROUPS = {groups}, "
                     f"{up}_XOR_REPEAT = {repeat};  // pad xor: chunk ^= line / {repeat} % {groups}"
                 )
+        if s.instruction == "wgmma":
+            out += wgmma.descriptor_constants(k)
         out += [
             self._directive(
                 s,
@@ -290,7 +314,11 @@ __device__ __forceinline__ void cp_async_wait() {
                 else "C staged per warp in shared memory, converted and stored by lanes",
             ),
             self._directive(
-                s, "target", f"target {k.target.name}", f"{k.target.warp_width}-thread warps"
+                s,
+                "target",
+                f"target {k.target.name}",
+                f"{k.target.warp_width}-thread warps"
+                + (", built for sm_90a (wgmma)" if s.instruction == "wgmma" else ""),
             ),
         ]
         if s.epilogue:
@@ -350,13 +378,31 @@ __device__ __forceinline__ void cp_async_wait() {
 
     def _prologue(self, k: KernelIR) -> list[str]:
         out = []
-        if k.buffers:
+        if k.buffers and k.schedule.instruction == "wgmma":
+            out += [
+                "extern __shared__ __align__(1024) unsigned char smem_base[];",
+                "// wgmma's swizzle is a function of address bits 4-9: start on 1024 bytes "
+                "(the launch",
+                "// gives 1024 bytes of slack; dynamic shared memory is not promised that "
+                "alignment)",
+                "unsigned char* smem = smem_base + (1024 - static_cast<unsigned>("
+                "__cvta_generic_to_shared(smem_base)) % 1024) % 1024;",
+            ]
+        elif k.buffers:
             out.append("extern __shared__ __align__(128) unsigned char smem[];")
+        if k.buffers:
             for b in k.buffers:
                 up, ctype = b.name.upper(), C_TYPES[b.dtype]
                 off = buffer_offsets(k)[b.name]
                 out.append(f"// {b.name}: {b.purpose}, {b.size_bytes} bytes at byte {off}")
                 major = "ROWS" if b.layout == "row" else "COLS"
+                if b.panel:
+                    shape = f"[{up}_PANELS][{up}_{major}][{up}_PANEL]"
+                    out.append(
+                        f"{ctype} (*{b.name}){shape} = "
+                        f"reinterpret_cast<{ctype} (*){shape}>(smem + {off});"
+                    )
+                    continue
                 out.append(
                     f"{ctype} (*{b.name})[{up}_{major}][{up}_PITCH] = "
                     f"reinterpret_cast<{ctype} (*)[{up}_{major}][{up}_PITCH]>(smem + {off});"
@@ -364,7 +410,7 @@ __device__ __forceinline__ void cp_async_wait() {
         tiles = grid_vars(k)
         mapping = block_tile(k)
         out.append("const int warp = threadIdx.x / WARP_SIZE;")
-        if k.schedule.instruction == "mma.sync" or any(
+        if k.schedule.instruction in ("mma.sync", "wgmma") or any(
             isinstance(s, Copy) and s.by == "warp" for s in walk(k.body)
         ):
             out.append("const int lane = threadIdx.x % WARP_SIZE;")
@@ -387,6 +433,8 @@ __device__ __forceinline__ void cp_async_wait() {
     def _fragments(self, k: KernelIR) -> list[str]:
         if k.schedule.instruction == "mma.sync":
             return ptx_mma.declarations(k)
+        if k.schedule.instruction == "wgmma":
+            return wgmma.declarations(k)
         out = []
         for f in k.fragments:
             ctype = C_TYPES[f.dtype]
@@ -428,6 +476,10 @@ __device__ __forceinline__ void cp_async_wait() {
             lowered = ptx_mma.statement(self, k, s)
             if lowered is not None:
                 return lowered
+        if k.schedule.instruction == "wgmma":
+            lowered = wgmma.statement(self, k, s)
+            if lowered is not None:
+                return lowered
         if isinstance(s, Fill):
             value = f"{float(s.value)!r}" + ("f" if k.fragment(s.frag.name).dtype == "f32" else "")
             return [f"{w}::fill_fragment({s.frag}, {value});"]
@@ -447,6 +499,12 @@ __device__ __forceinline__ void cp_async_wait() {
             return [f"{w}::store_matrix_sync({ptr}, {s.frag}, {ld}, {w}::mem_{layout}_major);"]
         if isinstance(s, Barrier):
             call = self.block_barrier if s.scope == "block" else self.warp_barrier
+            if k.schedule.instruction == "wgmma" and s.scope == "warp":
+                # the IR's warp is a warpgroup: named barrier 1 + warp, its 128 threads
+                call = "warpgroup_barrier(1 + warp);"
+            if k.schedule.instruction == "wgmma" and s.scope == "block":
+                # what this thread wrote to shared memory, visible to the tensor cores too
+                return ["fence_proxy_async();", f"{call}  // {s.reason}"]
             return [f"{call}  // {s.reason}"]
         if isinstance(s, Copy):
             return self._copy(k, s)
@@ -522,7 +580,7 @@ __device__ __forceinline__ void cp_async_wait() {
         workers, first, count = (
             ("THREADS", "threadIdx.x", k.threads)
             if c.by == "block"
-            else ("WARP_SIZE", "lane", k.target.warp_width)
+            else ("WARP_SIZE", "lane", k.warp_width)
         )
         passes = -(-total // count)
         out = [
@@ -676,12 +734,16 @@ __device__ __forceinline__ void cp_async_wait() {
         if isinstance(tile, SharedTile):
             buf = k.buffer(tile.buffer)
             line, pos = (row, col) if buf.layout == "row" else (col, row)
+            up = buf.name.upper()
+            panel = ""
+            if buf.panel:  # SharedBuffer.element's panels: [panel][line][position in it]
+                panel = f"[({pos}) / {up}_PANEL]"
+                pos = f"({pos}) % {up}_PANEL"
             if buf.xor:
-                up = buf.name.upper()
                 pos = (
                     f"xor_swizzle<{up}_XOR_CHUNK, {up}_XOR_GROUPS, {up}_XOR_REPEAT>({line}, {pos})"
                 )
-            return f"{tile.buffer}[{self._e(tile.slot)}][{line}][{pos}]"
+            return f"{tile.buffer}[{self._e(tile.slot)}]{panel}[{line}][{pos}]"
         op = k.gemm.operand(tile.operand)
         grow, gcol = self._global_rc(tile, r, c)
         ld = self._e(op.leading_dim)

@@ -18,6 +18,20 @@ on their way (with `copy async`, by cp.async, without the registers):
 
 One barrier per step instead of smem-tiling's two. `copy sync` keeps the same
 shape with plain vector copies and no commit/wait.
+
+wgmma (`mma m64nNk16`) reads its tiles asynchronously: a step's wgmmas are one group
+(fence, wgmmas, commit), and from 3 stages on one group is left in flight
+(`wgmma.wait_group 1`) so that the tensor cores go on while the next step is set up.
+A slot is then read until the end of the next step, so copies run S - 2 steps ahead:
+
+    for kt < T:                  wait until at most S - 3 copy groups are in flight
+                                 barrier   RAW as above; WAR: every warpgroup's wgmmas of
+                                           step kt - 2 have retired (each waited, then came here)
+                                 if kt + S - 2 < T: copy step kt + S - 2 -> slot (kt + S - 2) % S
+                                 commit
+                                 fence; wgmmas of step kt from slot kt % S; commit
+                                 wait until at most 1 wgmma group is in flight
+    wait until no wgmma group is in flight     (before the accumulators are read)
 """
 
 from __future__ import annotations
@@ -34,6 +48,9 @@ from ..ir import (
     If,
     KernelIR,
     LoadFrag,
+    MmaCommit,
+    MmaFence,
+    MmaWait,
     SharedTile,
     map_body,
     walk,
@@ -48,6 +65,8 @@ def multi_buffering(kernel: KernelIR) -> KernelIR:
     for stmt in kernel.body:
         if isinstance(stmt, For) and stmt.var == "kt":
             body.extend(_pipeline(stmt, stages, is_async, kernel))
+            if kernel.schedule.mma_depth:
+                body.append(MmaWait(0))
         else:
             body.append(stmt)
     staged = {
@@ -85,30 +104,37 @@ def _pipeline(loop: For, stages: int, is_async: bool, kernel: KernelIR):
         return stmt
 
     commit = (AsyncCommit(),) if is_async else ()
+    depth = kernel.schedule.mma_depth
+    lead = stages - 1 - depth  # steps the copies run ahead of the compute
     s_var = Var("s")
     prologue = For(
         "s",
         Const(0),
-        Const(stages - 1),
+        Const(lead),
         1,
         (If(s_var, "<", steps, copies_of(s_var, s_var)), *commit),
         unroll=True,
-        comment=f"pipeline prologue: the first {stages - 1} step(s) in flight",
+        comment=f"pipeline prologue: the first {lead} step(s) in flight",
     )
-    ahead = kt + (stages - 1)
+    ahead = kt + lead
+    wgmma = kernel.schedule.instruction == "wgmma"
+    reader = "warpgroup's wgmmas" if wgmma else "warp"
     barrier = Barrier(
         "block",
         f"RAW: step kt's tiles in {names} must have landed for every thread "
-        "before any warp reads them; WAR: every warp must be done with the slot "
-        "the copies below overwrite (read in step kt - 1)",
+        f"before any warp reads them; WAR: every {reader} must be done with the slot "
+        f"the copies below overwrite (read in step kt - {1 + depth})",
         loc,
     )
+    compute = tuple(map_body(tuple(compute), read_slot))
+    if wgmma:  # one asynchronous group per step (see the module's text)
+        compute = (MmaFence(), *compute, MmaCommit(), MmaWait(depth))
     steady = (
-        *((AsyncWait(stages - 2),) if is_async else ()),
+        *((AsyncWait(lead - 1),) if is_async else ()),
         barrier,
         If(ahead, "<", steps, copies_of(ahead, ahead % stages)),
         *commit,
-        *map_body(tuple(compute), read_slot),
+        *compute,
     )
     return prologue, replace(
         loop, body=steady, comment=f"block steps along K, {stages}-stage pipeline"

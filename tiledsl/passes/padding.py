@@ -5,7 +5,9 @@ Every index into a shared buffer is computed from its pitch (`As[slot][row][col]
 with rows `pitch` elements apart), so the pass only changes the pitch; the bank
 model (tiledsl.banks) tells `pad auto` which pad removes the most conflicts. `pad xor`
 keeps the natural pitch and marks the tiles swizzled: `SharedBuffer.element`, which
-every reader of shared memory goes through, then applies the permutation.
+every reader of shared memory goes through, then applies the permutation. On the wgmma
+path it is the hardware's 128-byte swizzle: lines are cut into 128-byte panels, stored
+panel after panel, and chunk c of line l sits at chunk c ^ (l % 8) of its panel.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..banks import best_pad
-from ..ir import KernelIR
+from ..ir import DTYPE_BYTES, KernelIR
 
 
 def padding(kernel: KernelIR) -> KernelIR:
@@ -21,7 +23,11 @@ def padding(kernel: KernelIR) -> KernelIR:
     pads = {g.a.name + "s": s.pad_a, g.b.name + "s": s.pad_b}
     buffers = []
     for b in kernel.buffers:
-        if b.name in pads and s.pad == "xor":
+        if b.name in pads and s.pad == "xor" and s.instruction == "wgmma":
+            # wgmma's 128-byte swizzle: lines cut into 128-byte panels, each XOR-swizzled
+            panel = 128 // DTYPE_BYTES[b.dtype]
+            b = replace(b, pitch=b.line_length, xor=True, panel=panel)
+        elif b.name in pads and s.pad == "xor":
             b = replace(b, pitch=b.line_length, xor=True)
         elif b.name in pads:
             pad = best_pad(kernel, b.name) if s.pad == "auto" else pads[b.name]

@@ -25,7 +25,7 @@ def declarations(kernel: KernelIR, previous: KernelIR | None) -> str:
     colours = {**data_colours(prev), **data_colours(kernel)}
     rows = [
         _wide(
-            f"<B>kernel {esc(kernel.name)}</B> · {esc(t.name)} · {t.warp_width}-thread warps",
+            f"<B>kernel {esc(kernel.name)}</B> · {esc(t.name)} · {kernel.warp_width}-thread warps",
             raw=True,
         ),
         _wide(

@@ -32,6 +32,9 @@ from ..ir import (
     KernelIR,
     LoadFrag,
     Mma,
+    MmaCommit,
+    MmaFence,
+    MmaWait,
     SharedTile,
     StoreFrag,
 )
@@ -284,7 +287,7 @@ def role(stmt) -> str:
         return "mma"
     if isinstance(stmt, Barrier):
         return "barrier"
-    if isinstance(stmt, (AsyncCommit, AsyncWait)):
+    if isinstance(stmt, (AsyncCommit, AsyncWait, MmaFence, MmaCommit, MmaWait)):
         return "async"
     return "other"
 
@@ -318,6 +321,16 @@ def describe(stmt) -> tuple[str, list[str], str | None]:
         return (
             f"async.wait pending={stmt.pending}",
             [f"until at most {stmt.pending} group(s) are in flight"],
+            None,
+        )
+    if isinstance(stmt, MmaFence):
+        return "wgmma.fence", ["order the accumulators' earlier accesses before the wgmmas"], None
+    if isinstance(stmt, MmaCommit):
+        return "wgmma.commit_group", ["close this step's group of wgmmas"], None
+    if isinstance(stmt, MmaWait):
+        return (
+            f"wgmma.wait_group {stmt.pending}",
+            [f"until at most {stmt.pending} wgmma group(s) are in flight"],
             None,
         )
     return type(stmt).__name__, wrap(generic_text(stmt), 72), None

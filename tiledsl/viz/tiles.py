@@ -166,7 +166,7 @@ def block_table(kernel: KernelIR) -> str:
         )
         rows.append(f"<TR><TD>{left}</TD>{''.join(cells)}</TR>")
     notes = [
-        f"{wm} x {wn} warps of {kernel.target.warp_width} lanes; each computes {cm} x {cn} "
+        f"{wm} x {wn} warps of {kernel.warp_width} lanes; each computes {cm} x {cn} "
         f"fragments of {m} x {n} (small numbers: the fragment's first row, column in the block)",
     ]
     return _table(rows, notes)

@@ -1,0 +1,239 @@
+"""The wgmma lowering (`mma m64nNk16`, sm_90a): same IR, a warpgroup per IR warp.
+
+wgmma is issued by a warpgroup (4 consecutive warps, 128 threads) and computes a
+64 x N tile: A and B are read by the tensor cores straight from shared memory,
+through 64-bit descriptors, and the accumulators stay in the warpgroup's registers.
+So on this path the IR's `warp` is a warpgroup (`WARP_SIZE = 128`); a LoadFrag of A
+or B builds a descriptor (no data moves), Mma issues one wgmma, and the IR's
+MmaFence / MmaCommit / MmaWait are wgmma.fence / commit_group / wait_group.
+
+Shared memory is in the hardware's 128-byte swizzle (`pad xor` on this path,
+`SharedBuffer.panel`): each line is cut into 64-element (128-byte) panels, stored
+panel after panel; 16-byte chunk c of line l sits at chunk c ^ (l % 8). Descriptor
+(PTX ISA, "Matrix Descriptor Format"): start address, leading and stride byte offsets
+(LBO, SBO) in 16-byte units, and the swizzle mode (1: 128 bytes) in bits 62-63.
+
+    K-contiguous tile (A row-major, B col-major): 8 lines of 128 bytes make a 1024-byte
+      core group; SBO = 1024 between groups along M (N); a k16 step starts 32 bytes in.
+    M/N-contiguous tile (B row-major, A col-major; the instruction's transpose bit):
+      SBO = 1024 between groups of 8 K-lines, LBO = the panel size between 64-wide
+      panels along N (M); a k16 step starts 2048 bytes (16 lines) in.
+
+Accumulators (PTX ISA, "wgmma .m64nNk16 register fragment"): thread `lane` of the
+warpgroup holds, for each 8 columns n8, 4 floats: rows wq * 16 + g and + 8 (wq = lane
+/ 32, g = lane % 32 / 4), columns n8 * 8 + t and + 1 (t = lane % 4 * 2) — mma.sync's
+m16n8 layout, four warps deep and N / 8 wide.
+
+The shared tiles are read by the async proxy: every thread fences its own writes
+(`fence.proxy.async`) before each block barrier, and the kernel rounds its dynamic
+shared memory up to 1024 bytes, where the swizzle's phase is zero.
+"""
+
+from __future__ import annotations
+
+from ..errors import error
+from ..ir import (
+    DTYPE_BYTES,
+    Fill,
+    FragRef,
+    GlobalTile,
+    KernelIR,
+    LoadFrag,
+    Mma,
+    MmaCommit,
+    MmaFence,
+    MmaWait,
+    StoreFrag,
+)
+
+_HELPERS = """\
+// wgmma path (mma m64nNk16, sm_90a): a warpgroup's A and B are read from 128-byte-
+// swizzled shared memory through descriptors; wgmmas run asynchronously in groups.
+__device__ __forceinline__ unsigned long long wgmma_desc(const void* tile, unsigned lbo,
+                                                         unsigned sbo) {
+    const unsigned long long address = static_cast<unsigned>(__cvta_generic_to_shared(tile));
+    return (address & 0x3FFFF) >> 4 | static_cast<unsigned long long>(lbo >> 4) << 16 |
+           static_cast<unsigned long long>(sbo >> 4) << 32 | 1ull << 62;  // 1: 128-byte swizzle
+}
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");
+}
+template <int PENDING>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\\n" :: "n"(PENDING) : "memory");
+}
+// The IR's warp-scope barrier on this path: the warpgroup's 128 threads, on a named
+// barrier of its own (0 is __syncthreads'), where __syncwarp would order only 32.
+__device__ __forceinline__ void warpgroup_barrier(int id) {
+    asm volatile("bar.sync %0, 128;\\n" :: "r"(id) : "memory");
+}
+// Shared memory written by this thread (cp.async, stores) is next read by the tensor
+// cores, through the async proxy: order it before the barrier that hands it over.
+__device__ __forceinline__ void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");
+}"""
+
+
+def helper_name(n: int, inputs: str) -> str:
+    return f"wgmma_m64n{n}k16_{inputs}_f32"
+
+
+def wgmma_helper(n: int, inputs: str) -> str:
+    """One wgmma of 64 x n x 16: d (n / 2 floats per thread) += A(desc) * B(desc)."""
+    regs = n // 2
+    outs = ", ".join(f"%{i}" for i in range(regs))
+    operands = ",\n          ".join(
+        ", ".join(f'"+f"(d[{i}])' for i in range(row, min(row + 8, regs)))
+        for row in range(0, regs, 8)
+    )
+    ptx = f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{inputs}.{inputs}"
+    return f"""template <int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void {helper_name(n, inputs)}(float (&d)[{regs}], unsigned long long a,
+                                                  unsigned long long b) {{
+    asm volatile("{ptx} "
+        "{{{outs}}}, "
+        "%{regs}, %{regs + 1}, 1, 1, 1, %{regs + 2}, %{regs + 3};\\n"
+        : {operands}
+        : "l"(a), "l"(b), "n"(TRANS_A), "n"(TRANS_B));
+}}"""
+
+
+def module_helpers(kernels: tuple[KernelIR, ...]) -> list[str]:
+    wg = [k for k in kernels if k.schedule.instruction == "wgmma"]
+    if not wg:
+        return []
+    out = [_HELPERS, ""]
+    for n, inputs in sorted({(k.schedule.mma[1], k.gemm.a.dtype) for k in wg}):
+        out += [f"// wgmma m64n{n}k16, {inputs} inputs, f32 accumulators", wgmma_helper(n, inputs)]
+    return out + [""]
+
+
+def k_major(k: KernelIR, buffer: str) -> bool:
+    """Whether a tile's lines run along K (A row-major, B col-major): no transpose."""
+    b = k.buffer(buffer)
+    is_a = buffer == k.gemm.a.name + "s"
+    return (b.layout == "row") == is_a
+
+
+def descriptor_constants(k: KernelIR) -> list[str]:
+    """LBO and SBO of each swizzled tile, named (see the module's text)."""
+    out = []
+    for b in k.buffers:
+        if not b.panel:
+            continue
+        up = b.name.upper()
+        panel_bytes = b.lines * b.panel * DTYPE_BYTES[b.dtype]
+        if k_major(k, b.name):
+            out.append(
+                f"constexpr unsigned {up}_LBO = 16, {up}_SBO = 1024;  // wgmma descriptor: "
+                "K-contiguous lines, 1024 bytes per 8 lines (LBO unused)"
+            )
+        else:
+            out.append(
+                f"constexpr unsigned {up}_LBO = {panel_bytes}, {up}_SBO = 1024;  // wgmma "
+                f"descriptor: {b.panel}-wide panels {panel_bytes} bytes apart, 1024 bytes "
+                "per 8 K-lines (transposed)"
+            )
+    return out
+
+
+def declarations(k: KernelIR) -> list[str]:
+    out = []
+    n = k.schedule.mma[1]
+    for f in k.fragments:
+        i, j = f.count
+        if f.role == "accumulator":
+            out.append(
+                f"float {f.name}[{i}][{j}][{n // 2}];  // accumulators: per 8 columns n8, "
+                "rows wq*16 + g, + 8, columns n8*8 + t, + 1"
+            )
+        else:
+            what = "A's 64x16" if f.role == "matrix_a" else f"B's 16x{n}"
+            out.append(
+                f"unsigned long long {f.name}[{i}][{j}];  // wgmma descriptors of {what} tiles "
+                "in shared memory"
+            )
+    out.append(
+        "const int wq = lane / 32, g = lane % 32 / 4, t = lane % 4 * 2;  // a thread's warp "
+        "in the warpgroup, its row and column pair in C"
+    )
+    return out
+
+
+def statement(emitter, k: KernelIR, s) -> list[str] | None:
+    """The wgmma spelling of a fragment or group statement, or None for anything else."""
+    n = k.schedule.mma[1]
+    if isinstance(s, Fill):
+        return [f"for (int q = 0; q < {n // 2}; ++q) {s.frag}[q] = {float(s.value)!r}f;"]
+    if isinstance(s, LoadFrag):
+        frag = k.fragment(s.frag.name)
+        if frag.role == "accumulator":
+            return _accumulator(emitter, k, s.src, s.frag, load=True)
+        if isinstance(s.src, GlobalTile) or not k.buffer(s.src.buffer).panel:
+            raise error(
+                k.schedule.loc("mma"),
+                "wgmma reads A and B from 128-byte-swizzled shared memory only; this IR "
+                "stops before smem-tiling, multi-buffering or padding have made it",
+                "compile without --stop-after, or stop after `padding` or later",
+            )
+        up = s.src.buffer.upper()
+        where = emitter._element(k, s.src, "0", "0")
+        return [f"{s.frag} = wgmma_desc(&{where}, {up}_LBO, {up}_SBO);"]
+    if isinstance(s, Mma):
+        a_buf, b_buf = _buffer_of(k, s.a), _buffer_of(k, s.b)
+        trans_a = 0 if k_major(k, a_buf) else 1
+        trans_b = 0 if k_major(k, b_buf) else 1
+        name = helper_name(n, k.gemm.a.dtype)
+        return [f"{name}<{trans_a}, {trans_b}>({s.acc}, {s.a}, {s.b});"]
+    if isinstance(s, StoreFrag):
+        return _accumulator(emitter, k, s.dst, s.frag, load=False)
+    if isinstance(s, MmaFence):
+        return ["wgmma_fence();  // the accumulators' earlier accesses before the wgmmas below"]
+    if isinstance(s, MmaCommit):
+        return ["wgmma_commit();  // this step's wgmmas form one group"]
+    if isinstance(s, MmaWait):
+        what = (
+            "every wgmma has read its tiles and written its accumulators"
+            if s.pending == 0
+            else f"all but the last {s.pending} group(s) have read their tiles"
+        )
+        return [f"wgmma_wait<{s.pending}>();  // {what}"]
+    return None
+
+
+def _buffer_of(k: KernelIR, ref: FragRef) -> str:
+    """The shared buffer the descriptors of fragment `ref` point into (A's or B's tile)."""
+    role = k.fragment(ref.name).role
+    return (k.gemm.a if role == "matrix_a" else k.gemm.b).name + "s"
+
+
+def _accumulator(emitter, k: KernelIR, tile, ref: FragRef, load: bool) -> list[str]:
+    """An accumulator to or from a tile, thread by thread (see the module's text); pairs
+    along a row of a row-major tile move as one float2."""
+    n = k.schedule.mma[1]
+    row_major = emitter._layout(k, tile) == "row"
+    out = [
+        f"// {ref} {'<-' if load else '->'} {emitter._name(tile)}: each thread's pairs at rows "
+        "wq*16 + g, + 8, columns n8*8 + t, + 1",
+        "#pragma unroll",
+        f"for (int n8 = 0; n8 < {n // 8}; ++n8) {{",
+    ]
+    for h, row in enumerate(("wq * 16 + g", "wq * 16 + g + 8")):
+        first = emitter._element(k, tile, row, "n8 * 8 + t")
+        second = emitter._element(k, tile, row, "n8 * 8 + t + 1")
+        lo, hi = f"{ref}[n8 * 4 + {2 * h}]", f"{ref}[n8 * 4 + {2 * h + 1}]"
+        if row_major and load:
+            out.append(
+                f"    {{ const float2 v = *reinterpret_cast<const float2*>(&{first}); "
+                f"{lo} = v.x; {hi} = v.y; }}"
+            )
+        elif row_major:
+            out.append(f"    *reinterpret_cast<float2*>(&{first}) = make_float2({lo}, {hi});")
+        elif load:
+            out += [f"    {lo} = {first};", f"    {hi} = {second};"]
+        else:
+            out += [f"    {first} = {lo};", f"    {second} = {hi};"]
+    return out + ["}"]
