@@ -71,7 +71,7 @@ def stage_graph(
         top.node("decl")
         top.node("legend")
 
-    drawing = _Body(kernel.sync_report, data_colours(kernel))
+    drawing = _Body(kernel.sync_report, data_colours(kernel), kernel.schedule.instruction)
     first = drawing.items(g, items, "b")
     if first is None:
         g.node("empty", "(empty body)", shape="plaintext", style="")
@@ -139,7 +139,8 @@ class _Anchor:
 
 
 class _Body:
-    def __init__(self, decisions: tuple, colours: dict[str, str]):
+    def __init__(self, decisions: tuple, colours: dict[str, str], instruction: str = "wmma"):
+        self.instruction = instruction
         self.colours = colours
         self.edges: list[tuple[str, str, dict]] = []
         self.pending_decisions = list(decisions)
@@ -218,7 +219,7 @@ class _Body:
         return style.lines_label(parts)
 
     def label(self, item: Item, decision) -> str:
-        head, lines, touches = describe(item.stmt)
+        head, lines, touches = describe(item.stmt, self.instruction)
         rows = [f"<B>{esc(head)}</B>"] + [font(esc(line), 10, face=style.MONO) for line in lines]
         if item.status == "removed":
             rows = [f"<S>{r}</S>" for r in rows]
@@ -292,7 +293,7 @@ def role(stmt) -> str:
     return "other"
 
 
-def describe(stmt) -> tuple[str, list[str], str | None]:
+def describe(stmt, instruction: str = "wmma") -> tuple[str, list[str], str | None]:
     """(heading, detail lines, the buffer or fragment it touches) of one statement."""
     if isinstance(stmt, Copy):
         shared = stmt.dst if isinstance(stmt.dst, SharedTile) else stmt.src
@@ -307,9 +308,11 @@ def describe(stmt) -> tuple[str, list[str], str | None]:
     if isinstance(stmt, Fill):
         return "fill_fragment", [f"{stmt.frag} = {stmt.value:g}"], stmt.frag.name
     if isinstance(stmt, LoadFrag):
-        return "load_matrix_sync", [f"{stmt.frag} ← {tile_text(stmt.src)}"], _touched(stmt.src)
+        call = "wgmma operand (descriptor)" if instruction == "wgmma" else "load_matrix_sync"
+        return call, [f"{stmt.frag} ← {tile_text(stmt.src)}"], _touched(stmt.src)
     if isinstance(stmt, Mma):
-        return "mma_sync", [f"{stmt.acc} += {stmt.a} * {stmt.b}"], stmt.acc.name
+        call = "wgmma.mma_async (each warpgroup)" if instruction == "wgmma" else "mma_sync"
+        return call, [f"{stmt.acc} += {stmt.a} * {stmt.b}"], stmt.acc.name
     if isinstance(stmt, StoreFrag):
         return "store_matrix_sync", [f"{tile_text(stmt.dst)} ← {stmt.frag}"], _touched(stmt.dst)
     if isinstance(stmt, Barrier):
