@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from helpers import ROOT, cli
 
-from tiledsl.driver import compile_source, lower_program
+from tiledsl.driver import compile_file, compile_source, lower_program
 from tiledsl.errors import TileError
 from tiledsl.hazards import decide
 from tiledsl.ir import MmaWait, SharedBuffer, map_body
@@ -58,6 +58,14 @@ LAYOUTS = [
 VARIANTS = [
     *LAYOUTS,
     pytest.param(layout_text(stages=2), id="stages-2"),  # no wgmma group left in flight
+    pytest.param(layout_text().replace("f16[", "bf16["), id="bf16"),
+    pytest.param(  # f16 C: the accumulators staged per warpgroup, converted on the way out
+        layout_text()
+        .replace("C: f32[", "C: f16[")
+        .replace("mma m64n64k16", "mma m64n128k16")
+        .replace("coarsen 1 x 2", "coarsen 1 x 1"),
+        id="f16-c-n128",
+    ),
     pytest.param(TUNED.read_text(), id="tuned"),
 ]
 
@@ -241,3 +249,15 @@ def test_gpu_multiple_and_odd_size(text: str) -> None:
             report = run_gpu(kernel, program.source, launch, size, seed=11, repeat=2)
             assert report.ok, report.render()
             assert report.checks[0].detail == "bit-exact", report.render()
+
+
+def test_wgmma_builds_for_sm_90a_and_only_on_hopper() -> None:
+    from tiledsl.errors import UsageError
+
+    kernels = compile_source(BASE, "wg.tile").kernels
+    assert build_arch("sm_90", kernels) == "sm_90a"
+    assert build_arch("sm_90", compile_source(layout_text(), "w.tile").kernels) == "sm_90a"
+    plain = compile_file(ROOT / "examples" / "hgemm.tile").kernels
+    assert build_arch("sm_80", plain) == "sm_80"
+    with pytest.raises(UsageError, match="runs on sm_90 \\(Hopper\\) only, and this device is"):
+        build_arch("sm_120", kernels)
