@@ -383,7 +383,8 @@ def lanes_per_warp(schedule: Schedule, target: Target) -> int:
 
 
 def _aligned(nbytes: int, align: int = SMEM_ALIGN) -> int:
-    """Buffers start on 128-byte boundaries (16 is needed for vectors; 128 keeps rows in phase)."""
+    """Buffers start on 128-byte boundaries (16 is needed for vectors; 128 keeps rows in
+    phase), or on 1024 with wgmma (WGMMA_ALIGN)."""
     return -(-nbytes // align) * align
 
 
