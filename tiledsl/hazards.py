@@ -47,6 +47,7 @@ from .ir import (
     MmaWait,
     SharedTile,
     StoreFrag,
+    async_mma,
     buffer_offsets,
     walk,
 )
@@ -99,8 +100,7 @@ class _Trace:
         self.uncommitted: list[_Access] = []
         self.mma_pending: list[list[_Access]] = []  # wgmma groups in flight
         self.mma_uncommitted: list[_Access] = []
-        # wgmma reads are asynchronous once multi-buffering has grouped them
-        self.wgmma = any(isinstance(s, MmaCommit) for s in walk(kernel.body))
+        self.async_mma = async_mma(kernel)
 
     def run(self, body) -> None:
         for s in body:
@@ -144,7 +144,7 @@ class _Trace:
                 if isinstance(tile, SharedTile):
                     a = self._access(tile, isinstance(s, StoreFrag), "warp", (), s)
                     role = self.k.fragment(s.frag.name).role
-                    if self.wgmma and isinstance(s, LoadFrag) and role != "accumulator":
+                    if self.async_mma and isinstance(s, LoadFrag) and role != "accumulator":
                         a.end = INF  # read by the tensor cores until its group retires
                         self.mma_uncommitted.append(a)
 

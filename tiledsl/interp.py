@@ -56,8 +56,8 @@ from .ir import (
     SharedTile,
     StoreFrag,
     Tile,
+    async_mma,
     buffer_offsets,
-    walk,
 )
 from .printer import stmt_text
 
@@ -142,9 +142,7 @@ class _Interpreter:
             [self.offsets[b.name] + b.size_bytes for b in kernel.buffers], default=0
         )
         self.warp_env = kernel.warp_coords()
-        # wgmma reads are asynchronous once multi-buffering has grouped them; before it the
-        # IR's mma is synchronous (interpretable, not yet emittable)
-        self.mma_groups = any(isinstance(s, MmaCommit) for s in walk(kernel.body))
+        self.mma_groups = async_mma(kernel)
 
     def run(self) -> Stats:
         grid = {name: int(evaluate(e, self.sizes)) for name, e in grid_vars(self.k).items()}

@@ -372,6 +372,13 @@ class KernelIR:
         raise KeyError(name)
 
 
+def async_mma(kernel: KernelIR) -> bool:
+    """Whether the kernel's wgmmas read A and B asynchronously: once multi-buffering has
+    grouped them (MmaCommit); before it the IR's mma is synchronous (interpretable, not yet
+    emittable)."""
+    return any(isinstance(s, MmaCommit) for s in walk(kernel.body))
+
+
 SMEM_ALIGN = 128
 # wgmma's 128-byte swizzle is a function of address bits 4-9: its tiles start on 1024 bytes.
 WGMMA_ALIGN = 1024

@@ -499,12 +499,6 @@ __device__ __forceinline__ void cp_async_wait() {
             return [f"{w}::store_matrix_sync({ptr}, {s.frag}, {ld}, {w}::mem_{layout}_major);"]
         if isinstance(s, Barrier):
             call = self.block_barrier if s.scope == "block" else self.warp_barrier
-            if k.schedule.instruction == "wgmma" and s.scope == "warp":
-                # the IR's warp is a warpgroup: named barrier 1 + warp, its 128 threads
-                call = "warpgroup_barrier(1 + warp);"
-            if k.schedule.instruction == "wgmma" and s.scope == "block":
-                # what this thread wrote to shared memory, visible to the tensor cores too
-                return ["fence_proxy_async();", f"{call}  // {s.reason}"]
             return [f"{call}  // {s.reason}"]
         if isinstance(s, Copy):
             return self._copy(k, s)

@@ -268,22 +268,14 @@ def _accumulator_elements(emitter, k: KernelIR, tile, ref: FragRef, load: bool) 
         f"// {frag} {'<-' if load else '->'} {emitter._name(tile)}: each lane's elements "
         "at rows g, g + 8 and columns t, t + 1"
     ]
+    if acc_t == "f32":
+        pairs = [
+            (row, "t", f"{frag}[{2 * h}]", f"{frag}[{2 * h + 1}]")
+            for h, row in enumerate(("g", "g + 8"))
+        ]
+        return out + float_pairs(emitter, k, tile, pairs, load)
     for h, row in enumerate(("g", "g + 8")):
         first, second = emitter._element(k, tile, row, "t"), emitter._element(k, tile, row, "t + 1")
-        if acc_t == "f32":
-            lo, hi = f"{frag}[{2 * h}]", f"{frag}[{2 * h + 1}]"
-            if layout == "row" and load:
-                out.append(
-                    f"{{ const float2 v = *reinterpret_cast<const float2*>(&{first}); "
-                    f"{lo} = v.x; {hi} = v.y; }}"
-                )
-            elif layout == "row":
-                out.append(f"*reinterpret_cast<float2*>(&{first}) = make_float2({lo}, {hi});")
-            elif load:
-                out += [f"{lo} = {first};", f"{hi} = {second};"]
-            else:
-                out += [f"{first} = {lo};", f"{second} = {hi};"]
-            continue
         reg = f"{frag}[{h}]"  # two halves: column t in the low 16 bits, t + 1 in the high
         if layout == "row" and load:
             out.append(f"{reg} = *reinterpret_cast<const unsigned*>(&{first});")
@@ -299,4 +291,28 @@ def _accumulator_elements(emitter, k: KernelIR, tile, ref: FragRef, load: bool) 
                 f"{first} = __ushort_as_half(static_cast<unsigned short>({reg} & 0xffffu));",
                 f"{second} = __ushort_as_half(static_cast<unsigned short>({reg} >> 16));",
             ]
+    return out
+
+
+def float_pairs(emitter, k: KernelIR, tile, pairs, load: bool) -> list[str]:
+    """f32 accumulator registers to or from a tile, two at a time: each (row, col, lo, hi)
+    holds the elements at (row, col) and (row, col + 1). Along a row of a row-major tile a
+    pair moves as one float2; a column-major tile element by element. (mma.sync's lanes and
+    wgmma's threads hold their accumulators this way.)"""
+    row_major = emitter._layout(k, tile) == "row"
+    out = []
+    for row, col, lo, hi in pairs:
+        first = emitter._element(k, tile, row, col)
+        second = emitter._element(k, tile, row, f"{col} + 1")
+        if row_major and load:
+            out.append(
+                f"{{ const float2 v = *reinterpret_cast<const float2*>(&{first}); "
+                f"{lo} = v.x; {hi} = v.y; }}"
+            )
+        elif row_major:
+            out.append(f"*reinterpret_cast<float2*>(&{first}) = make_float2({lo}, {hi});")
+        elif load:
+            out += [f"{lo} = {first};", f"{hi} = {second};"]
+        else:
+            out += [f"{first} = {lo};", f"{second} = {hi};"]
     return out

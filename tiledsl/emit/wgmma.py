@@ -34,6 +34,7 @@ from __future__ import annotations
 from ..errors import error
 from ..ir import (
     DTYPE_BYTES,
+    Barrier,
     Fill,
     FragRef,
     GlobalTile,
@@ -45,6 +46,7 @@ from ..ir import (
     MmaWait,
     StoreFrag,
 )
+from .ptx_mma import float_pairs
 
 _HELPERS = """\
 // wgmma path (mma m64nNk16, sm_90a): a warpgroup's A and B are read from 128-byte-
@@ -190,6 +192,12 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
         return [f"{name}<{trans_a}, {trans_b}>({s.acc}, {s.a}, {s.b});"]
     if isinstance(s, StoreFrag):
         return _accumulator(emitter, k, s.dst, s.frag, load=False)
+    if isinstance(s, Barrier) and s.scope == "warp":
+        # the IR's warp is a warpgroup: its named barrier (1 + warp), its 128 threads
+        return [f"warpgroup_barrier(1 + warp);  // {s.reason}"]
+    if isinstance(s, Barrier):
+        # what this thread wrote to shared memory, visible to the tensor cores' async proxy
+        return ["fence_proxy_async();", f"__syncthreads();  // {s.reason}"]
     if isinstance(s, MmaFence):
         return ["wgmma_fence();  // the accumulators' earlier accesses before the wgmmas below"]
     if isinstance(s, MmaCommit):
@@ -211,29 +219,17 @@ def _buffer_of(k: KernelIR, ref: FragRef) -> str:
 
 
 def _accumulator(emitter, k: KernelIR, tile, ref: FragRef, load: bool) -> list[str]:
-    """An accumulator to or from a tile, thread by thread (see the module's text); pairs
-    along a row of a row-major tile move as one float2."""
-    n = k.schedule.mma[1]
-    row_major = emitter._layout(k, tile) == "row"
-    out = [
+    """An accumulator to or from a tile, thread by thread (see the module's text): per 8
+    columns n8, pairs at rows wq*16 + g and + 8 (`ptx_mma.float_pairs`)."""
+    pairs = [
+        (row, "n8 * 8 + t", f"{ref}[n8 * 4 + {2 * h}]", f"{ref}[n8 * 4 + {2 * h + 1}]")
+        for h, row in enumerate(("wq * 16 + g", "wq * 16 + g + 8"))
+    ]
+    return [
         f"// {ref} {'<-' if load else '->'} {emitter._name(tile)}: each thread's pairs at rows "
         "wq*16 + g, + 8, columns n8*8 + t, + 1",
         "#pragma unroll",
-        f"for (int n8 = 0; n8 < {n // 8}; ++n8) {{",
+        f"for (int n8 = 0; n8 < {k.schedule.mma[1] // 8}; ++n8) {{",
+        *("    " + line for line in float_pairs(emitter, k, tile, pairs, load)),
+        "}",
     ]
-    for h, row in enumerate(("wq * 16 + g", "wq * 16 + g + 8")):
-        first = emitter._element(k, tile, row, "n8 * 8 + t")
-        second = emitter._element(k, tile, row, "n8 * 8 + t + 1")
-        lo, hi = f"{ref}[n8 * 4 + {2 * h}]", f"{ref}[n8 * 4 + {2 * h + 1}]"
-        if row_major and load:
-            out.append(
-                f"    {{ const float2 v = *reinterpret_cast<const float2*>(&{first}); "
-                f"{lo} = v.x; {hi} = v.y; }}"
-            )
-        elif row_major:
-            out.append(f"    *reinterpret_cast<float2*>(&{first}) = make_float2({lo}, {hi});")
-        elif load:
-            out += [f"    {lo} = {first};", f"    {hi} = {second};"]
-        else:
-            out += [f"    {first} = {lo};", f"    {second} = {hi};"]
-    return out + ["}"]
