@@ -221,3 +221,58 @@ def test_rendered_report_has_location_source_line_caret_and_note():
         "        ^" + "~" * (len("mma     16 x 16 x 8") - 1),
     ]
     assert text.splitlines()[3].startswith("note: fragment shapes here: 16 x 16 x 16")
+
+
+WIDE = """kernel wide {
+    A: f16[M, K] row
+    B: f16[K, N] row
+    C: f16[M, N] row
+    C[m, n] = A[m, k] * B[k, n]
+    block      128 x 256 x 64
+    mma        16 x 16 x 16
+    coarsen    4 x 8
+    stages     3
+    copy       async 16
+    accumulate f16
+    target     cuda sm_90
+}
+"""
+
+
+def test_register_refusal_counts_f16_fragments_packed():
+    """Two f16 elements share a register: a 64 x 128 warp tile of f16 accumulators is
+    4096 + 128 + 1024 words / 32 lanes = 164 registers, which fits (ptxas: 244, no spill).
+    The seed's one-register-per-element count (328) refused it until 2026-11-29."""
+    from tiledsl.analysis import fragment_registers, seed_registers_per_warp
+
+    kernel = compile_source(WIDE, "w.tile").kernels[0]
+    assert kernel.threads == 128
+    assert fragment_registers(kernel.schedule, 32) == (4096 + 128 + 1024) // 32 == 164
+    assert -(-seed_registers_per_warp(kernel.schedule) // 32) == 328  # check's column
+
+
+@pytest.mark.parametrize(
+    "coarsen, block, accumulate, needed",
+    [
+        # f16: 64 fragments x 256 elements x 2 bytes = 8192 words, + A 128 + 8 B x 128
+        ("8 x 8", "128 x 128 x 64", "f16", (8192 + 128 + 1024) // 32),
+        # f32 is not packed: 32 x 256 x 4 bytes = 8192 words, + A 128 + 4 B x 128
+        ("8 x 4", "128 x 64 x 64", "f32", (8192 + 128 + 512) // 32),
+    ],
+)
+def test_register_refusal_is_located_at_coarsen(coarsen, block, accumulate, needed):
+    source = (
+        WIDE.replace("coarsen    4 x 8", f"coarsen    {coarsen}")
+        .replace("128 x 256 x 64", block)
+        .replace("accumulate f16", f"accumulate {accumulate}")
+        .replace("C: f16[M, N]", f"C: {accumulate}[M, N]")
+    )
+    assert needed in (292, 276)
+    assert errors_of(source) == [
+        (
+            8,
+            5,
+            f"{coarsen} fragments per warp need at least {needed} registers per thread for "
+            "fragments alone; cuda sm_90 allows 255 at 32 threads per block",
+        )
+    ]

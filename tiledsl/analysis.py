@@ -15,7 +15,7 @@ from . import syntax as S
 from .errors import Collector
 from .expr import Const
 from .gemm import Gemm, resolve_gemm
-from .ir import lanes_per_warp, xor_geometry
+from .ir import DTYPE_BYTES, lanes_per_warp, xor_geometry
 from .schedule import Schedule, read_directives
 from .targets import DEFAULT_TARGET, TARGETS, Target
 
@@ -217,7 +217,7 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
             "use a smaller block tile, or give each warp several fragments (`coarsen 2 x 2`)",
         )
     else:
-        _check_registers(sched, target, threads, errs)
+        _check_registers(sched, target, threads, DTYPE_BYTES[dtype], errs)
     if gemm is not None and sched.stages >= 1:
         _check_copy_width(sched, gemm, errs)
     if sched.fragment_buffers == 2 and sched.instruction != "wgmma":
@@ -413,13 +413,31 @@ def seed_registers_per_warp(sched: Schedule) -> int:
     return cm * cn * m * n + m * k + cn * k * n
 
 
-def fragment_registers(sched: Schedule, warp_width: int) -> int:
-    """Registers per thread for fragments, the seed's way, spread over the warp's lanes."""
-    return -(-seed_registers_per_warp(sched) // warp_width)
+def fragment_words_per_warp(sched: Schedule, in_bytes: int) -> int:
+    """32-bit registers per warp that fragments occupy, packed: the seed's liveness (the
+    accumulators, one A fragment, a row of CN B fragments) but counted in bytes, so two f16
+    elements share a register, as they do in WMMA's and mma.sync's fragments. A lower
+    bound, which is what a refusal needs; the seed's one-register-per-element count (kept
+    for `check` and `feasibility`, which reproduce its tables) doubles f16 accumulators and
+    refused warp tiles that fit (64 x 128 of f16 C is 128 registers, not 256)."""
+    m, n, k = sched.mma
+    cm, cn = sched.coarsen
+    acc_bytes = 2 if sched.accumulate == "f16" else 4
+    total = cm * cn * m * n * acc_bytes
+    if sched.instruction != "wgmma":  # wgmma reads A and B from shared memory
+        total += (m * k + cn * k * n) * in_bytes
+    return -(-total // 4)
 
 
-def _check_registers(sched: Schedule, target: Target, threads: int, errs: Collector) -> None:
-    needed = fragment_registers(sched, lanes_per_warp(sched, target))
+def fragment_registers(sched: Schedule, warp_width: int, in_bytes: int = 2) -> int:
+    """Registers per thread for fragments (packed), spread over the warp's lanes."""
+    return -(-fragment_words_per_warp(sched, in_bytes) // warp_width)
+
+
+def _check_registers(
+    sched: Schedule, target: Target, threads: int, in_bytes: int, errs: Collector
+) -> None:
+    needed = fragment_registers(sched, lanes_per_warp(sched, target), in_bytes)
     allowed = target.registers_per_thread(threads)
     if needed > allowed:
         cm, cn = sched.coarsen
