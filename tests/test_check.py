@@ -273,3 +273,37 @@ def test_missing_file_is_a_usage_error(tmp_path: Path, capsys) -> None:
     r = cli(["check", tmp_path / "nope.tile"], capsys)
     assert r.code == 2
     assert "no such file" in r.err
+
+
+TUNED = ROOT / "examples" / "tuned"
+UNALIGNED = "cp.async stores into rows not 128-byte aligned"
+
+
+def test_padded_rows_are_flagged_for_cp_async_stores(capsys, no_nvcc) -> None:
+    """The bank model counts cp.async's stores into padded rows conflict-free; the H200
+    took 2.62x their ideal wavefronts (bench/results/issue8-smem-wavefronts-*): check says
+    so, per buffer, with the pitch in bytes (72 and 264 halves)."""
+    out = cli(["check", str(TUNED / "wmma_f16acc.tile")], capsys).out
+    assert UNALIGNED in out
+    assert "As: rows 144 bytes apart; pad xor keeps rows aligned" in out
+    assert "Bs: rows 528 bytes apart; pad xor keeps rows aligned" in out
+    # ... and the same accesses stay 1-way in the table: the note is beside the model
+    assert [r for r in out.splitlines() if "async copy into As" in r][0].split()[-3:] == [
+        "1",
+        "1",
+        "32",
+    ]
+
+
+def test_short_xor_lines_are_flagged_and_wide_ones_are_not(capsys, no_nvcc, tmp_path) -> None:
+    # mma_f32acc: BK 32 of f16 = 64-byte lines of A (measured 2x); B's 256-byte lines align
+    out = cli(["check", str(TUNED / "mma_f32acc.tile")], capsys).out
+    assert "As: rows 64 bytes apart; lines of 128 bytes or more would be aligned" in out
+    assert "Bs: rows" not in out
+    # wgmma's 128-byte panels, and a 64-wide K step of the same mma.sync schedule: nothing
+    assert UNALIGNED not in cli(["check", str(TUNED / "wgmma_f32acc.tile")], capsys).out
+    text = (TUNED / "mma_f32acc.tile").read_text()
+    assert "block   256 x 128 x 32" in text
+    wide = tmp_path / "wide.tile"
+    wide.write_text(text.replace("block   256 x 128 x 32", "block   256 x 128 x 64"))
+    assert UNALIGNED not in cli(["check", str(wide)], capsys).out

@@ -30,7 +30,16 @@ from .errors import ToolchainError, UsageError
 from .expr import to_c
 from .feasibility import render_sweep
 from .feasibility import sweep as feasibility_sweep
-from .ir import SMEM_ALIGN, WGMMA_ALIGN, KernelIR, buffer_offsets
+from .ir import (
+    DTYPE_BYTES,
+    SMEM_ALIGN,
+    WGMMA_ALIGN,
+    Copy,
+    KernelIR,
+    SharedTile,
+    buffer_offsets,
+    walk,
+)
 from .targets import build_arch
 from .toolchain import PtxasReport
 
@@ -171,6 +180,28 @@ def tile_buffers(kernel: KernelIR) -> list[str]:
     g = kernel.gemm
     names = (g.a.name + "s", g.b.name + "s")
     return [b.name for b in kernel.buffers if b.name in names and not b.per_warp]
+
+
+def unaligned_async_rows(kernel: KernelIR) -> list[tuple[str, int]]:
+    """(buffer, row pitch in bytes) of each tile that cp.async writes in rows whose pitch is
+    not a multiple of 128 bytes. The bank model counts such stores conflict-free (each
+    8-lane phase hits 8 distinct 16-byte bank groups), but on the H200 Nsight Compute
+    measured them at 2.0-2.6x their ideal shared-memory wavefronts (pads of 8 to 56
+    elements, and 64-byte XOR-swizzled lines), against 1.0x at a 128-byte multiple
+    (bench/results/issue8-smem-wavefronts-h200-2026-11-29.txt). wgmma's panels are 128
+    bytes: never listed."""
+    written = {
+        s.dst.buffer
+        for s in walk(kernel.body)
+        if isinstance(s, Copy) and s.mode == "async" and isinstance(s.dst, SharedTile)
+    }
+    rows = []
+    for name in tile_buffers(kernel):
+        buf = kernel.buffer(name)
+        pitch = buf.pitch * DTYPE_BYTES[buf.dtype]
+        if name in written and not buf.panel and pitch % 128:
+            rows.append((name, pitch))
+    return rows
 
 
 def bank_rows(kernel: KernelIR) -> list[BankRow]:
@@ -504,6 +535,21 @@ def report(
             for b in tile_buffers(kernel)
         )
         out.append(f"    pad auto would pick: {picks} (this kernel: {have})")
+        unaligned = unaligned_async_rows(kernel)
+        if unaligned:
+            out.append(
+                "    cp.async stores into rows not 128-byte aligned: counted conflict-free above, "
+                "but the H200"
+            )
+            out.append(
+                "      took 2.0-2.6x their ideal wavefronts for them (Nsight Compute, 2026-11-29)"
+            )
+        for name, pitch in unaligned:
+            if kernel.buffer(name).xor:
+                fix = "lines of 128 bytes or more would be aligned (e.g. BK 64 in f16)"
+            else:
+                fix = "pad xor keeps rows aligned (mma.sync path; WMMA cannot read it)"
+            out.append(f"      {name}: rows {pitch} bytes apart; {fix}")
     return "\n".join(out) + "\n"
 
 
