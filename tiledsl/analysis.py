@@ -361,9 +361,8 @@ def _check_xor_lines(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
         (gemm.a, bk if gemm.a.layout == "row" else bm, "BK" if gemm.a.layout == "row" else "BM"),
         (gemm.b, bn if gemm.b.layout == "row" else bk, "BN" if gemm.b.layout == "row" else "BK"),
     ):
-        _, groups, _ = xor_geometry(line, op.dtype)
+        chunk, groups, _ = xor_geometry(line, op.dtype)
         if groups == 1:
-            chunk = 16 // _BYTES[op.dtype]
             errs.add(
                 sched.loc("pad"),
                 f"pad xor swaps 16-byte chunks within a line of {op.name}'s tile, and its "
@@ -377,7 +376,7 @@ def _check_copy_width(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
     bm, bn, bk = sched.block
     width = sched.copy_bytes
     for op, row_elems in ((gemm.a, bk), (gemm.b, bn)):
-        size = _BYTES[op.dtype]
+        size = DTYPE_BYTES[op.dtype]
         if (row_elems * size) % width:
             errs.add(
                 sched.loc("copy"),
@@ -394,9 +393,6 @@ def _check_copy_width(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
                 f"{width}-byte copies would be misaligned",
                 f"use `copy {sched.copy_mode} {_largest_divisor(ld.value * size)}`",
             )
-
-
-_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 
 
 def _largest_divisor(nbytes: int) -> int:

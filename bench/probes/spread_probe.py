@@ -17,6 +17,7 @@ stores), and the copies without their wait (no stall on landing).
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -162,15 +163,11 @@ def bulk_copies(source):
 def register_staged(source):
     """Global -> registers at kk == 0, registers -> shared (st.shared.v4) at the last
     fragment step, before its barrier: plain vector stores in place of cp.async's."""
-    import re
-
     block = original_block(source)
     copy = re.compile(r"cp_async<16>\(&(\w+)(\[.+?\]\[r\]\[c\]), &(\w+\[.+?\])\);")
-    counts = {}
 
     def loads(m):
         dst, src = m.group(1), m.group(3)
-        counts[dst] = True
         return f"stage_{dst}[it] = *reinterpret_cast<const uint4*>(&{src});"
 
     def stores(m):

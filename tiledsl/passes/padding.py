@@ -23,12 +23,10 @@ def padding(kernel: KernelIR) -> KernelIR:
     pads = {g.a.name + "s": s.pad_a, g.b.name + "s": s.pad_b}
     buffers = []
     for b in kernel.buffers:
-        if b.name in pads and s.pad == "xor" and s.instruction == "wgmma":
-            # wgmma's 128-byte swizzle: lines cut into 128-byte panels, each XOR-swizzled
-            panel = 128 // DTYPE_BYTES[b.dtype]
+        if b.name in pads and s.pad == "xor":
+            # on wgmma, the hardware's 128-byte swizzle: lines cut into 128-byte panels
+            panel = 128 // DTYPE_BYTES[b.dtype] if s.instruction == "wgmma" else 0
             b = replace(b, pitch=b.line_length, xor=True, panel=panel)
-        elif b.name in pads and s.pad == "xor":
-            b = replace(b, pitch=b.line_length, xor=True)
         elif b.name in pads:
             pad = best_pad(kernel, b.name) if s.pad == "auto" else pads[b.name]
             b = replace(b, pitch=b.line_length + pad)
