@@ -100,7 +100,7 @@ def test_launch_puts_the_batch_on_grid_y(tmp_path, capsys) -> None:
     assert [a[0] for a in launches[0]["args"]] == ["A", "B", "C", "M", "N", "K"]
     source = out.read_text().split("// ---- kernel batched_all:")[0]
     assert "const int bz = blockIdx.y;  // which product of the batch" in source
-    assert "A[(long long)bz * (M * K) + " in source
+    assert "A[(long long)bz * M * K + " in source  # 64-bit from the first factor on
     assert "B[(long long)bz" not in source  # B is 2-D: one matrix for every product
 
 

@@ -153,7 +153,7 @@ def schedules(draw):
     tiles = [draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(1, 3))]
     block = (mm * warps_m, mn * warps_n, bk)
     source = f"""
-kernel rand {{
+kernel drawn {{
     A: f16[M, K] row
     B: f16[K, N] row
     C: {c_dtype}[M, N] row

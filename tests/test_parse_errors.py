@@ -31,7 +31,7 @@ def diagnose(src: str, line: int, col: int, message: str) -> Diagnostic:
     assert (d.loc.line, d.loc.col, d.message) == (line, col, message)
     rendered = str(err).splitlines()
     assert rendered[0] == f"bad.tile:{line}:{col}: error: {message}"
-    assert rendered[1] == "    " + src.splitlines()[line - 1]
+    assert rendered[1] == "    " + src.split("\n")[line - 1]
     assert rendered[2].index("^") == 4 + col - 1
     return d
 
@@ -106,7 +106,7 @@ def test_bad_number() -> None:
         ("block 128x12a x 32", 15, "12a"),
         ("stages 1.2.3", 12, "1.2.3"),
         ("stages -4b", 12, "-4b"),
-        ("copy async 1e3", 16, "1e3"),
+        ("copy async 1e", 16, "1e"),
     ],
 )
 def test_bad_numbers(line: str, col: int, text: str) -> None:
@@ -206,7 +206,10 @@ def test_layout_missing_before_a_directive_is_not_taken_as_a_name() -> None:
 
 
 def test_file_level_errors() -> None:
-    diagnose("# no kernel here\n", 1, 1, "expected 'kernel', found end of file")
+    diagnose(
+        "# no kernel here\n", 1, 1, "the file has no kernel: it holds only comments and whitespace"
+    )
+    diagnose("", 1, 1, "the file has no kernel: it holds nothing")
     diagnose("block 128 x 128 x 32\n", 1, 1, "expected 'kernel', found 'block'")
     diagnose("kernel k {\n}\n}\n", 3, 1, "expected 'kernel' or end of file after '}', found '}'")
     diagnose("kernel {\n}\n", 1, 8, "expected a name after 'kernel', found '{'")

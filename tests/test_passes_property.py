@@ -136,7 +136,7 @@ def schedules(draw) -> Case:
     tiles_m, tiles_n = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     order_of_lines = draw(st.permutations(directives))  # directives may come in any order
     body = "\n".join(f"    {line}" for line in order_of_lines)
-    source = f"""kernel rand {{
+    source = f"""kernel drawn {{
     A: f16[M, K] row
     B: f16[K, N] row
     C: {c_dtype}[M, N] row

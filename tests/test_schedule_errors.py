@@ -93,7 +93,14 @@ CASES = {
     ),
     "shared memory over the limit": (
         edit("64 x 64 x 32", "64 x 64 x 1024"),
-        [(8, 5, "262144 bytes of shared memory per block; cuda sm_90 allows 232448")],
+        [
+            (
+                8,
+                5,
+                "this schedule needs 262144 bytes of shared memory per block; cuda sm_90 "
+                "allows 232448",
+            )
+        ],
     ),
     "copy vector width": (
         edit("    pad", "    copy    sync 12\n    pad"),

@@ -212,8 +212,15 @@ def test_a_rerun_with_the_same_budget_times_the_next_points() -> None:
 
 def test_read_record_skips_torn_lines(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
-    path.write_text('{"schedule": "a", "status": "ok"}\n{"schedule": "b", "sta\n[1, 2]\n')
-    assert read_record(path) == [{"schedule": "a", "status": "ok"}]
+    good = {"schedule": "a", "size": [8, 8, 8], "device": "d", "compiler": "c", "status": "ok"}
+    good["time_ms"] = 1.0
+    path.write_text(json.dumps(good) + '\n{"schedule": "b", "sta\n[1, 2]\n')
+    warnings = []
+    assert read_record(path, warn=warnings.append) == [good]
+    assert warnings == [
+        f"{path}:2: skipped a record line: it is not JSON (Unterminated string starting at)",
+        f"{path}:3: skipped a record line: it is not a JSON object",
+    ]
     assert read_record(tmp_path / "none.jsonl") == []
 
 
@@ -411,8 +418,8 @@ def test_cli_tunes_with_a_gpu(tmp_path: Path, capsys, monkeypatch) -> None:
     ("argv", "message"),
     [
         (["--size", "12x12"], "a size is written MxNxK"),
-        (["--budget", "0"], "--budget takes a number of at least 1"),
-        (["--jobs", "0"], "--jobs takes a number of at least 1"),
+        (["--budget", "0"], "argument --budget: expected 1 to 20000, found 0"),
+        (["--jobs", "0"], "argument --jobs: expected 1 to 1024, found 0"),
         (["--kernel", "nope"], "no kernel 'nope'"),
     ],
 )

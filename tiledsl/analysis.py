@@ -14,8 +14,10 @@ from dataclasses import dataclass, replace
 from . import syntax as S
 from .errors import Collector
 from .expr import Const
-from .gemm import Gemm, resolve_gemm
-from .ir import DTYPE_BYTES, lanes_per_warp, xor_geometry
+from .gemm import DTYPES, LAYOUTS, Gemm, resolve_gemm
+from .ir import DTYPE_BYTES, SMEM_ALIGN, WGMMA_ALIGN, lanes_per_warp, xor_geometry
+from .limits import GRID_Y_MAX, dim_problem
+from .names import check_kernel_names
 from .schedule import Schedule, read_directives
 from .targets import DEFAULT_TARGET, TARGETS, Target
 
@@ -44,10 +46,17 @@ def analyze(
     sched, pads = read_directives(kernel, target_override, errs)
     target = TARGETS.get(sched.target, TARGETS[DEFAULT_TARGET])
     gemm = resolve_gemm(kernel, errs)
+    check_kernel_names(kernel, gemm, errs)
     if gemm is not None:
         sched = _resolve_operand_defaults(sched, gemm, pads, errs)
         _check_types(gemm, sched, target, errs)
         _check_epilogue(gemm, sched, errs)
+    # An operand of an unknown element type or layout is already refused: the checks
+    # that need its element size or its orientation skip the GEMM, and nothing is lowered.
+    if gemm is not None and not all(
+        op.dtype in DTYPES and op.layout in LAYOUTS for op in (gemm.a, gemm.b, gemm.c, *gemm.extras)
+    ):
+        gemm = None
     _check_shapes(sched, target, gemm, errs)
     return None if gemm is None else Analysis(kernel.name, gemm, sched, target)
 
@@ -61,11 +70,10 @@ def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Col
         updates["epilogue_via"] = "direct" if direct else "shared"
     if sched.instruction == "wgmma" and "pad" not in sched.written:
         updates["pad"] = "xor"  # the 128-byte swizzle wgmma's descriptors read
-    for name, (value, loc) in pads.items():
-        if name == gemm.a.name:
-            updates["pad_a"] = value
-        elif name == gemm.b.name:
-            updates["pad_b"] = value
+    for name, (value, loc, value_loc) in pads.items():
+        if name in (gemm.a.name, gemm.b.name):
+            updates["pad_a" if name == gemm.a.name else "pad_b"] = value
+            _check_pad_alignment(sched, gemm, gemm.operand(name), value, value_loc, errs)
         else:
             errs.add(
                 loc,
@@ -75,18 +83,44 @@ def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Col
     return replace(sched, **updates)
 
 
+def tile_shape(sched: Schedule, gemm: Gemm, op) -> tuple[int, int]:
+    """(lines, elements per line) of `op`'s shared-memory block tile: A is BM x BK and B is
+    BK x BN, stored along the operand's contiguous axis (rows, or columns if col-major)."""
+    bm, bn, bk = sched.block
+    rows, cols = (bm, bk) if op.name == gemm.a.name else (bk, bn)
+    return (rows, cols) if op.layout == "row" else (cols, rows)
+
+
+def _check_pad_alignment(sched: Schedule, gemm: Gemm, op, pad: int, loc, errs: Collector) -> None:
+    """A padded line must stay a whole number of 16-byte chunks: copies and fragment loads
+    move 16 bytes at a time, on 16-byte boundaries."""
+    if sched.block == (0, 0, 0) or op.dtype not in DTYPE_BYTES:
+        return  # the block or the element type is already refused
+    _, line = tile_shape(sched, gemm, op)
+    size = DTYPE_BYTES[op.dtype]
+    if (line + pad) * size % 16:
+        fix = next(p for p in range(pad, pad + 16) if (line + p) * size % 16 == 0)
+        errs.add(
+            loc,
+            f"pad {op.name} {pad} makes the lines of {op.name}'s shared-memory tile "
+            f"{line} + {pad} elements = {(line + pad) * size} bytes, not a multiple of 16 "
+            "(copies and fragment loads move 16-byte chunks on 16-byte boundaries)",
+            f"pad by a multiple of {16 // size} elements, e.g. `pad {op.name} {fix}`",
+        )
+
+
 # ---------------------------------------------------------------- checks
 
 
 def _check_types(gemm: Gemm, sched: Schedule, target: Target, errs: Collector) -> None:
     for op in (gemm.a, gemm.b):
-        if op.dtype not in target.mma_shapes:
+        if op.dtype in DTYPES and op.dtype not in target.mma_shapes:  # else: unknown, refused
             errs.add(
                 op.loc,
                 f"{target.name} tensor cores take no {op.dtype} inputs",
                 "inputs may be " + " or ".join(target.mma_shapes),
             )
-    if gemm.a.dtype != gemm.b.dtype:
+    if gemm.a.dtype != gemm.b.dtype and {gemm.a.dtype, gemm.b.dtype} <= set(DTYPES):
         errs.add(
             gemm.b.loc,
             f"A and B must have one element type; found {gemm.a.dtype} and {gemm.b.dtype}",
@@ -218,12 +252,16 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
         )
     else:
         _check_registers(sched, target, threads, DTYPE_BYTES[dtype], errs)
+    if gemm is not None and all(op.dtype in DTYPE_BYTES for op in (gemm.a, gemm.b, gemm.c)):
+        _check_shared_memory(sched, target, gemm, errs)
     if gemm is not None and sched.stages >= 1:
         _check_copy_width(sched, gemm, errs)
     if sched.fragment_buffers == 2 and sched.instruction != "wgmma":
         _check_fragment_buffers(sched, errs)
     if gemm is not None and sched.pad == "xor" and sched.instruction == "mma.sync":
         _check_xor_lines(sched, gemm, errs)
+    if gemm is not None:
+        _check_literal_sizes(sched, gemm, errs)
     if gemm is not None and sched.stages == 0:
         # With shared-memory tiles a guarded twin covers the edges (tiledsl.edges); the
         # naive form loads fragments straight from global memory, which cannot be guarded.
@@ -236,6 +274,74 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
                     "cannot guard",
                     "use stages 1 or more (edge tiles are then guarded), or a multiple",
                 )
+
+
+def _check_literal_sizes(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
+    """Sizes written as integers must fit the generated code's 32-bit arithmetic
+    (tiledsl.limits); sizes bound at run time are checked when they are given."""
+    for dim, tile, what in zip((gemm.m, gemm.n, gemm.k), sched.block, "MNK"):
+        problem = dim_problem(what, dim.value, tile) if isinstance(dim, Const) else None
+        if problem:
+            errs.add(
+                gemm.c.loc if what != "K" else gemm.a.loc,
+                problem,
+                "split the product, or declare the size as a name bound at run time",
+            )
+    if isinstance(gemm.batch, Const) and gemm.batch.value > GRID_Y_MAX:
+        errs.add(
+            gemm.c.loc,
+            f"a batch of {gemm.batch.value} products is more than a grid's y axis holds "
+            f"({GRID_Y_MAX})",
+            "split the batch into several launches",
+        )
+
+
+def shared_memory_bytes(sched: Schedule, gemm: Gemm, staged_c: bool) -> int:
+    """The dynamic shared memory the lowered kernel asks for, from the schedule alone:
+    exact, except under `pad auto` (whose pad the bank model picks from the IR), where it
+    is the floor with no pad. `staged_c`: C goes through the per-warp staging tile.
+
+    The same layout as the passes build (tiledsl.ir.buffer_offsets): A's and B's tiles,
+    `stages` slots each (one for stages 1), each buffer on a 128-byte boundary (1024 for
+    wgmma's swizzle, plus 1024 bytes of slack to reach it); the staging tile of C, one
+    fragment per warp, shares their bytes."""
+    align = WGMMA_ALIGN if sched.instruction == "wgmma" else SMEM_ALIGN
+
+    def aligned(nbytes: int) -> int:
+        return -(-nbytes // align) * align
+
+    used = 0
+    if sched.stages >= 1:
+        for op, pad in ((gemm.a, sched.pad_a), (gemm.b, sched.pad_b)):
+            lines, length = tile_shape(sched, gemm, op)
+            pitch = length + (pad if sched.pad == "explicit" else 0)
+            used = aligned(used + sched.stages * lines * pitch * DTYPE_BYTES[op.dtype])
+    if staged_c:
+        m, n, _ = sched.mma
+        warps_m, warps_n = sched.warps
+        acc_bytes = DTYPE_BYTES[sched.accumulate] if sched.accumulate in DTYPE_BYTES else 4
+        used = max(used, aligned(warps_m * warps_n * m * n * acc_bytes))
+    return used + WGMMA_ALIGN if used and sched.instruction == "wgmma" else used
+
+
+def _check_shared_memory(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -> None:
+    """The kernel, and its guarded twin (which stages C), within the block's shared memory."""
+    limit, floor = target.max_smem_per_block, sched.pad == "auto" and sched.stages >= 1
+    need = shared_memory_bytes(sched, gemm, sched.epilogue_via == "shared")
+    twin = shared_memory_bytes(sched, gemm, True) if sched.stages >= 1 else 0  # tiledsl.edges
+    if max(need, twin) <= limit:
+        return
+    what = (
+        "this schedule needs"
+        if need > limit
+        else "the guarded twin for edge tiles (which stages C per warp) needs"
+    )
+    errs.add(
+        sched.loc("stages"),
+        f"{what}{' at least' if floor else ''} {max(need, twin)} bytes of shared memory per "
+        f"block; {target.name} allows {limit}",
+        "use fewer stages, a smaller block tile or less padding",
+    )
 
 
 def _check_ptx_mma(sched: Schedule, target: Target, dtype: str, errs: Collector) -> bool:

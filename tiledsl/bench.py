@@ -16,6 +16,7 @@ inputs and are checked the same way (`tiledsl.baselines`); each is timed with
 from __future__ import annotations
 
 import datetime
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
+from .files import write_outputs
 from .oracle import Check, check_exact, check_statistical
 from .targets import build_arch
 
@@ -281,8 +283,7 @@ def record(rows: list[Row], settings: Settings, device: dict | None = None) -> d
 
 
 def save_json(document: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=2) + "\n")
+    write_outputs({path: json.dumps(document, indent=2) + "\n"})
 
 
 def matplotlib_missing() -> str | None:
@@ -326,7 +327,9 @@ def plot(rows: list[dict] | list[Row], path: Path, title: str = "") -> None:
     if lines:
         ax.legend()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    picture = io.BytesIO()  # drawn whole first, then written like every output
+    fig.savefig(picture, dpi=120, format=path.suffix.lstrip(".").lower() or "png")
+    write_outputs({path: picture.getvalue()})
 
 
 def plot_file(json_path: str | Path, out: str | Path) -> None:

@@ -146,10 +146,14 @@ def entries(directory: Path | None = None) -> list[Path]:
 
 
 def _valid(binary: Path, sidecar: Path) -> bool:
+    """Whether the entry is whole: a sidecar that is a JSON object naming the cubin's
+    sha256. Anything else (missing, unreadable, not UTF-8, not an object) is a miss."""
     try:
-        record = json.loads(sidecar.read_text())
+        record = json.loads(sidecar.read_text(encoding="utf-8"))
+        if not isinstance(record, dict):
+            return False
         return hashlib.sha256(binary.read_bytes()).hexdigest() == record.get("sha256")
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return False
 
 

@@ -241,6 +241,14 @@ def check_source(
     if kernel is not None and kernel not in names:
         raise UsageError(f"no kernel '{kernel}' in {file}; it has: {', '.join(names)}")
     kernels = [k for k in compiled.kernels if kernel is None or k.name == kernel]
+    if size is not None:
+        from .run import SizeError, check_size
+
+        for k in kernels:
+            try:
+                check_size(k, size)
+            except SizeError as err:
+                raise UsageError(f"{k.name}: {err}") from None
     reports, note = _ptxas(compiled, kernels, Path(file).stem) if ptxas else ({}, "not asked")
     parts = []
     for k in kernels:

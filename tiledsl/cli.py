@@ -13,7 +13,10 @@ import sys
 from pathlib import Path
 
 from .errors import TileError, ToolchainError, UsageError
+from .files import OutputError, check_outputs, read_source, write_outputs
+from .limits import GRID_Y_MAX
 from .passes import STAGE_NAMES
+from .space import MAX_POINTS
 
 SANITIZER_TOOLS = ("racecheck", "memcheck", "synccheck")  # tiledsl.sanitize.TOOLS
 
@@ -25,20 +28,30 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # here, so that a full disk is reported, not lost at exit
+        return code
     except TileError as err:
         print(err.render(), file=sys.stderr)
         return 1
     except UsageError as err:
         print(f"tiledsl {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except ToolchainError as err:
-        print(f"tiledsl {args.command}: toolchain error: {err}", file=sys.stderr)
+    except (ToolchainError, OutputError) as err:
+        kind = "toolchain error" if isinstance(err, ToolchainError) else "error"
+        print(f"tiledsl {args.command}: {kind}: {err}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `tiledsl compile … | head`: the reader left; not our error
-        # Point stdout at /dev/null so that Python's flush at exit does not raise again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _silence_stdout()
         return 0
+    except OSError as err:  # standard output could not be written (a full device, ...)
+        _silence_stdout()
+        print(
+            f"tiledsl {args.command}: error: cannot write to standard output: "
+            f"{err.strerror or err}",
+            file=sys.stderr,
+        )
+        return 1
     except Exception as err:  # a bug in tiledsl: say so plainly, trace only on --debug
         if getattr(args, "debug", False):
             raise
@@ -48,6 +61,14 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's flush at exit does not fail again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor behind sys.stdout (captured in tests)
+        pass
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
         "-o",
         "--output",
         metavar="OUT",
+        type=_path,
         help="write the source to OUT and the launch description to OUT.launch.json "
         "(default: print the source)",
     )
@@ -93,16 +115,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--size",
         action="append",
+        type=_size,
         metavar="MxNxK",
         help="problem size; repeatable (default: 4096x4096x4096 on a GPU, a small "
         "size in the interpreter)",
     )
     r.add_argument("--cpu", action="store_true", help="use the numpy interpreter even with a GPU")
     r.add_argument("--kernel", metavar="NAME", help="which kernel of the file (default: each)")
-    r.add_argument("--seed", type=int, help="seed for the random inputs (default: fresh)")
+    r.add_argument("--seed", type=_seed, help="seed for the random inputs (default: fresh)")
     r.add_argument(
         "--batch",
-        type=int,
+        type=_count(1, GRID_Y_MAX),
         metavar="L",
         help="products of a batched GEMM (default: 2 for a batched kernel, else 1)",
     )
@@ -131,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     k.add_argument(
         "--reserve",
-        type=int,
+        type=_count(0, 255),
         default=0,
         metavar="R",
         help="with --sweep: registers per thread set aside for addresses and counters "
@@ -139,6 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     k.add_argument(
         "--size",
+        type=_size,
         metavar="MxNxK",
         help="also say which kernel runs this size and whether its copies keep their vectors",
     )
@@ -154,6 +178,7 @@ def _parser() -> argparse.ArgumentParser:
         "-o",
         "--output",
         metavar="DIR",
+        type=_path,
         required=True,
         help="write DIR/<kernel>/*.dot (and rendered pictures) and DIR/index.html",
     )
@@ -180,17 +205,27 @@ def _gpu_commands(sub) -> None:
     b.add_argument(
         "--size",
         action="append",
+        type=_size,
         metavar="MxNxK",
         help="problem size; repeatable (default: 4096x4096x4096)",
     )
     b.add_argument("--kernel", metavar="NAME", help="which kernel of the file (default: each)")
-    b.add_argument("--json", metavar="PATH", help="write the measurements as JSON to PATH")
     b.add_argument(
-        "--plot", metavar="PATH", help="draw TFLOP/s against size to PATH (needs matplotlib)"
+        "--json", metavar="PATH", type=_path, help="write the measurements as JSON to PATH"
     )
-    b.add_argument("--repeat", type=int, default=50, help="timed runs per row (default: 50)")
-    b.add_argument("--warmup", type=int, default=10, help="untimed runs first (default: 10)")
-    b.add_argument("--seed", type=int, help="seed for the random inputs (default: fresh)")
+    b.add_argument(
+        "--plot",
+        metavar="PATH",
+        type=_path,
+        help="draw TFLOP/s against size to PATH (needs matplotlib)",
+    )
+    b.add_argument(
+        "--repeat", type=_count(1, 100_000), default=50, help="timed runs per row (default: 50)"
+    )
+    b.add_argument(
+        "--warmup", type=_count(0, 100_000), default=10, help="untimed runs first (default: 10)"
+    )
+    b.add_argument("--seed", type=_seed, help="seed for the random inputs (default: fresh)")
     b.add_argument("--no-triton", action="store_true", help="leave out the Triton baseline")
     _no_cache(b)
     b.set_defaults(handler=_bench)
@@ -211,12 +246,13 @@ def _tune_command(sub) -> None:
     t.add_argument("file", metavar="FILE", help="a .tile file with tuning sets")
     t.add_argument(
         "--size",
+        type=_size,
         metavar="MxNxK",
         help="the problem size to time (default: 4096x4096x4096, or the declared sizes)",
     )
     t.add_argument(
         "--budget",
-        type=int,
+        type=_count(1, MAX_POINTS),
         metavar="N",
         help="time at most N points not yet in the record, a fixed sample spread over the "
         "space (a rerun times the next N; default: all)",
@@ -225,17 +261,19 @@ def _tune_command(sub) -> None:
     t.add_argument(
         "--record",
         metavar="PATH",
+        type=_path,
         help="the JSON-lines record, read and appended to (default: ./tune-STEM.jsonl)",
     )
     t.add_argument(
         "-o",
         "--output",
         metavar="PATH",
+        type=_path,
         help="where the best point goes, as a plain .tile (default: ./STEM.best.tile)",
     )
     t.add_argument(
         "--jobs",
-        type=int,
+        type=_count(1, 1024),
         metavar="N",
         help="worker processes for pruning and compiling (default: every CPU core)",
     )
@@ -246,6 +284,45 @@ def _tune_command(sub) -> None:
     )
     t.add_argument("--debug", action="store_true", help="show Python tracebacks")
     t.set_defaults(handler=_tune)
+
+
+# ---------------------------------------------------------------- argument values
+# Each value is checked where argparse reads it: a bad one is a usage error (exit 2) that
+# names the option, before any file is read.
+
+
+def _size(text: str) -> tuple[int, int, int]:
+    from .run import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _count(low: int, high: int):
+    """An argparse type: a whole number from `low` to `high`."""
+
+    def read(text: str) -> int:
+        if not text.strip().lstrip("-").isascii() or not text.strip().lstrip("-").isdigit():
+            raise argparse.ArgumentTypeError(f"expected a whole number, found '{text}'")
+        value = int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {low} to {high}, found {value}")
+        return value
+
+    read.__name__ = "number"
+    return read
+
+
+def _seed(text: str) -> int:
+    return _count(0, 2**64 - 1)(text)
+
+
+def _path(text: str) -> str:
+    if text == "":
+        raise argparse.ArgumentTypeError("the path is empty")
+    return text
 
 
 def _no_cache(p: argparse.ArgumentParser) -> None:
@@ -263,10 +340,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _read(path: str) -> tuple[str, str]:
-    file = Path(path)
-    if not file.is_file():
-        raise UsageError(f"no such file: {path}")
-    return file.read_text(), str(file)
+    return read_source(path)
 
 
 def _compile(args) -> int:
@@ -288,35 +362,36 @@ def _compile(args) -> int:
         from .explain import explain_sync
 
         print(explain_sync(compiled.kernels, text))
-    if args.output:
+    reports = _ptxas_reports(compiled, name) if args.ptxas else []  # before anything is written
+    if args.output is not None:
         out = Path(args.output)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(compiled.source)
-        launch = Path(str(out) + ".launch.json")
-        launch.write_text(json.dumps([x.to_json() for x in compiled.launches], indent=2) + "\n")
+        launch = Path(args.output + ".launch.json")
+        launches = json.dumps([x.to_json() for x in compiled.launches], indent=2) + "\n"
+        write_outputs({out: compiled.source, launch: launches}, inputs=[Path(name)])
         print(f"wrote {out} and {launch}")
     elif not (args.print_ir_after_all or args.explain_sync):
         print(compiled.source, end="")
-    if args.ptxas:
-        from .targets import build_arch
-        from .toolchain import compile_cubin
-
-        arch = build_arch(compiled.kernels[0].target.arch, compiled.kernels)
-        for report in compile_cubin(compiled.source, arch, Path(name).stem).values():
-            print(f"ptxas ({arch}): {report}")
+    for line in reports:
+        print(line)
     return 0
+
+
+def _ptxas_reports(compiled, name: str) -> list[str]:
+    from .targets import build_arch
+    from .toolchain import compile_cubin
+
+    arch = build_arch(compiled.kernels[0].target.arch, compiled.kernels)
+    reports = compile_cubin(compiled.source, arch, Path(name).stem).values()
+    return [f"ptxas ({arch}): {report}" for report in reports]
 
 
 def _run(args) -> int:
     from .driver import compile_source
-    from .run import SizeError, default_cpu_size, parse_size, run_cpu, run_gpu
+    from .run import SizeError, default_cpu_size, run_cpu, run_gpu
     from .runtime import gpu_available
 
     text, name = _read(args.file)
-    try:
-        sizes = [parse_size(s) for s in args.size or ()]
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    sizes = list(args.size or ())
     compiled = compile_source(text, name, args.target)
     names = [k.name for k in compiled.kernels]
     if args.kernel is not None and args.kernel not in names:
@@ -347,8 +422,6 @@ def _run(args) -> int:
                 batch = fixed or 2
                 if fixed is None:
                     print(f"{kernel.name}: batch of 2 (choose with --batch L)", file=sys.stderr)
-            if batch < 1:
-                raise UsageError("--batch takes a positive number of products")
             try:
                 if use_gpu:
                     report = run_gpu(
@@ -402,16 +475,12 @@ def _sanitize(args, name: str, compiled, kernels, sizes) -> int:
 
 def _bench(args) -> int:
     from . import bench
-    from .run import SizeError, parse_size
+    from .run import SizeError
     from .runtime import device_info, gpu_available
 
     text, name = _read(args.file)
-    try:
-        sizes = [parse_size(s) for s in args.size or ("4096x4096x4096",)]
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-    if args.repeat < 1 or args.warmup < 0:
-        raise UsageError("--repeat must be at least 1 and --warmup at least 0")
+    check_outputs([p for p in (args.json, args.plot) if p], inputs=[Path(name)])
+    sizes = list(args.size or [(4096, 4096, 4096)])
     if not gpu_available():
         print(
             "tiledsl bench: error: bench times kernels on a CUDA GPU, and CuPy sees none "
@@ -456,19 +525,11 @@ def _doctor(args) -> int:
 def _check(args) -> int:
     from .check import check_source
 
-    text, name = _read(args.file)
-    if args.reserve < 0:
-        raise UsageError("--reserve must be 0 or more registers per thread")
     if args.reserve and not args.sweep:  # it only changes the sweep: say so, not ignore it
         raise UsageError("--reserve sets aside registers in the --sweep table; add --sweep")
-    from .run import parse_size
-
-    try:
-        size = parse_size(args.size) if args.size else None
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    text, name = _read(args.file)
     report = check_source(
-        text, name, args.target, args.kernel, sweep=args.sweep, reserve=args.reserve, size=size
+        text, name, args.target, args.kernel, sweep=args.sweep, reserve=args.reserve, size=args.size
     )
     print(report, end="")
     return 0
@@ -490,21 +551,13 @@ def _viz(args) -> int:
 
 def _tune(args) -> int:
     from . import tune_gpu
-    from .run import parse_size
     from .tune import cpu_cores, tune_file
 
     text, name = _read(args.file)
-    try:
-        size = parse_size(args.size) if args.size else None
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-    for option, value in (("--budget", args.budget), ("--jobs", args.jobs)):
-        if value is not None and value < 1:
-            raise UsageError(f"{option} takes a number of at least 1, not {value}")
     return tune_file(
         text,
         name,
-        size=size,
+        size=args.size,
         budget=args.budget,
         kernel=args.kernel,
         record=Path(args.record) if args.record else None,

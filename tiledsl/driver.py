@@ -21,13 +21,15 @@ from .emit import emit
 from .errors import Collector, TileError
 from .ir import KernelIR
 from .launch import Launch, launch_of
+from .limits import MAX_KERNELS
 from .lower import lower
+from .names import check_program_names
 from .parser import parse
 from .passes import LOWER, PASSES, run_pipeline
 from .support import refuse_unbuilt
 from .syntax import Program
 from .targets import parse_target_name
-from .verify import verify, verify_limits
+from .verify import limit_problems, verify
 
 Snapshot = tuple[str, KernelIR, bool]
 
@@ -52,6 +54,16 @@ class Compiled:
 def analyze_program(program: Program, target: str | None = None) -> list[Analysis]:
     """Check every kernel of a file and refuse what is not built; one report for all problems."""
     errs = Collector()
+    if len(program.kernels) > MAX_KERNELS:
+        extra = program.kernels[MAX_KERNELS]
+        errs.add(
+            extra.loc,
+            f"a file holds at most {MAX_KERNELS} kernels; this is kernel "
+            f"{MAX_KERNELS + 1} of {len(program.kernels)}",
+            "split the kernels over several files",
+        )
+        errs.raise_if_any(program.source)
+    check_program_names(program.kernels, errs)
     analyses = []
     names: dict[str, int] = {}
     for kernel in program.kernels:
@@ -106,18 +118,21 @@ def lower_program(
         return run_pipeline(lower(analysis), stop_after, lambda st, k, ran: ran and verify(k, st))
 
     kernels = []
+    over_limits = Collector()  # every kernel's, reported together after the last one
     try:
         for analysis in analyze_program(program, key):
             kernel = run_pipeline(lower(analysis), stop_after, checked)
             enabled = [p.name for p in PASSES if p.enabled(kernel.schedule)]
             stage = kernel.passes[-1] if kernel.passes else LOWER
-            verify_limits(kernel, stage, enabled[-1] if enabled else LOWER)
+            final = enabled[-1] if enabled else LOWER
+            over_limits.diagnostics += limit_problems(kernel, stage, final)
             twin = edge_twin(analysis, build_twin)
             if twin is not None:
                 verify(twin, after="edges")
-                verify_limits(twin, stage, enabled[-1] if enabled else LOWER)
+                over_limits.diagnostics += limit_problems(twin, stage, final)
                 kernel = replace(kernel, edge=twin)
             kernels.append(kernel)
+        over_limits.raise_if_any()
     except TileError as err:
         raise err.with_source(program.source) from None
     return tuple(kernels)
@@ -134,7 +149,10 @@ def compile_program(
             after_each(stage, kernel, ran)
 
     kernels = lower_program(program, target, stop_after, record)
-    source = emit(kernels, Path(program.file).name)
+    try:
+        source = emit(kernels, Path(program.file).name)
+    except TileError as err:  # an IR the emitter cannot spell (e.g. --stop-after too early)
+        raise err.with_source(program.source) from None
     return Compiled(program.file, kernels, source, tuple(launch_of(k) for k in kernels), snapshots)
 
 

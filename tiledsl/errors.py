@@ -30,6 +30,9 @@ class Loc:
 
 NOWHERE = Loc("<tiledsl>", 0, 0)
 
+#: Diagnostics one report shows (clang stops at 20): the rest are only counted.
+MAX_SHOWN = 50
+
 
 @dataclass(frozen=True)
 class Diagnostic:
@@ -41,26 +44,33 @@ class Diagnostic:
     severity: str = "error"
 
     def render(self, source: str | None) -> str:
-        head = f"{self.loc}: {self.severity}: {self.message}"
-        lines = [head]
-        text = _source_line(source, self.loc.line)
-        if text is not None:
-            lines.append("    " + text.expandtabs(1))
+        return self.render_lines(source_lines(source) if source is not None else None)
+
+    def render_lines(self, lines: list[str] | None) -> str:
+        """The report, quoting the source from `lines` (the file split once: see
+        `source_lines`), so that a file with many errors renders in linear time."""
+        out = [f"{self.loc}: {self.severity}: {self.message}"]
+        if lines is not None and 1 <= self.loc.line <= len(lines):
+            out.append("    " + _printable(lines[self.loc.line - 1]))
             width = 1
             if self.loc.end_line == self.loc.line and self.loc.end_col > self.loc.col:
                 width = self.loc.end_col - self.loc.col
-            lines.append("    " + " " * (self.loc.col - 1) + "^" + "~" * (width - 1))
-        lines.extend(f"note: {note}" for note in self.notes)
-        return "\n".join(lines)
+            out.append("    " + " " * (self.loc.col - 1) + "^" + "~" * (width - 1))
+        out.extend(f"note: {note}" for note in self.notes)
+        return "\n".join(out)
 
 
-def _source_line(source: str | None, line: int) -> str | None:
-    if source is None or line < 1:
-        return None
-    all_lines = source.splitlines()
-    if line > len(all_lines):
-        return None
-    return all_lines[line - 1]
+def source_lines(source: str) -> list[str]:
+    """The file's lines as the parser counts them: split at '\\n' only (Lark's line
+    counter), a trailing '\\r' dropped. `str.splitlines` also splits at form feeds,
+    U+2028 and other separators, and would quote another line than the one meant."""
+    return [line.removesuffix("\r") for line in source.split("\n")]
+
+
+def _printable(text: str) -> str:
+    """A source line with one terminal column per character, so that the caret lines up:
+    tabs and other control or separator characters (in comments) are shown as spaces."""
+    return "".join(ch if ch.isprintable() else " " for ch in text)
 
 
 class TileError(Exception):
@@ -75,10 +85,20 @@ class TileError(Exception):
     ):
         self.diagnostics = tuple(diagnostics)
         self.source = source
-        super().__init__(self.render())
+        super().__init__(self.diagnostics[0].message if self.diagnostics else "")
 
-    def render(self) -> str:
-        return "\n".join(d.render(self.source) for d in self.diagnostics)
+    def __str__(self) -> str:
+        return self.render()
+
+    def render(self, limit: int | None = MAX_SHOWN) -> str:
+        """The diagnostics (the first `limit`, then a count of the rest), source quoted."""
+        lines = source_lines(self.source) if self.source is not None else None
+        shown = self.diagnostics if limit is None else self.diagnostics[:limit]
+        out = [d.render_lines(lines) for d in shown]
+        if len(self.diagnostics) > len(shown):
+            hidden = len(self.diagnostics) - len(shown)
+            out.append(f"note: {hidden} more error(s) not shown; fix the ones above first")
+        return "\n".join(out)
 
     def with_source(self, source: str) -> TileError:
         return TileError(self.diagnostics, source)

@@ -197,8 +197,37 @@ def to_c(e: Expr, parent: int = 0, named: bool = True) -> str:
     return f"({text})" if prec < parent else text
 
 
-def evaluate(e: Expr, env: dict[str, Any]) -> Any:
-    """Value of `e` with variables from `env` (ints or numpy integer arrays)."""
+class IntOverflow(ArithmeticError):
+    """A value of an index expression that the generated code's `int` cannot hold."""
+
+    def __init__(self, e: Expr, value: int) -> None:
+        super().__init__(f"{to_c(e)} = {value} overflows a 32-bit int")
+        self.expr, self.value = e, value
+
+
+INT32 = (-(2**31), 2**31 - 1)
+
+
+def evaluate(e: Expr, env: dict[str, Any], int32: bool = False) -> Any:
+    """Value of `e` with variables from `env` (ints or numpy integer arrays).
+
+    With `int32`, every intermediate value must fit the 32-bit `int` the emitted C
+    computes it in, or IntOverflow is raised: Python's integers never overflow, the
+    generated code's do, and the interpreter is a model of the generated code.
+    """
+    value = _evaluate(e, env, int32)
+    if int32:
+        _check_int32(e, value)
+    return value
+
+
+def _check_int32(e: Expr, value: Any) -> None:
+    low, high = (value, value) if isinstance(value, int) else (np.min(value), np.max(value))
+    if low < INT32[0] or high > INT32[1]:
+        raise IntOverflow(e, int(high if high > INT32[1] else low))
+
+
+def _evaluate(e: Expr, env: dict[str, Any], int32: bool) -> Any:
     if isinstance(e, Const):
         return e.value
     if isinstance(e, Var):
@@ -207,7 +236,7 @@ def evaluate(e: Expr, env: dict[str, Any]) -> Any:
         except KeyError:
             raise KeyError(f"index variable '{e.name}' is not bound here") from None
     assert isinstance(e, BinOp)
-    a, b = evaluate(e.lhs, env), evaluate(e.rhs, env)
+    a, b = evaluate(e.lhs, env, int32), evaluate(e.rhs, env, int32)
     if e.op == "+":
         return a + b
     if e.op == "*":

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from . import syntax as S
 from .errors import Collector, Loc
 from .expr import Const, Expr, Var
+from .limits import INT_MAX
 
 DTYPES = ("f16", "bf16", "f32")
 LAYOUTS = ("row", "col")
@@ -103,11 +104,13 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
         dims: list[Expr] = []
         for dim in op.dims:
             if isinstance(dim, S.Num):
-                if isinstance(dim.value, float) or dim.value < 1:
+                if isinstance(dim.value, float) or not 1 <= dim.value <= INT_MAX:
                     errs.add(
                         dim.loc,
-                        f"a dimension is a name or an integer ≥ 1, found {dim.text}",
-                        "e.g. `A: f16[M, K] row` or `A: f16[4096, 4096] row`",
+                        f"a dimension is a name or an integer from 1 to {INT_MAX}, "
+                        f"found {dim.text}",
+                        "e.g. `A: f16[M, K] row` or `A: f16[4096, 4096] row` (the kernel's "
+                        "sizes are 32-bit ints)",
                     )
                     dims.append(Const(1))
                 else:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .dtypes import STORAGE, VALUE, convert, decode, encode
-from .expr import Var, evaluate
+from .expr import INT32, IntOverflow, Var, evaluate
 from .grid import block_tile, grid_vars
 from .ir import (
     DTYPE_BYTES,
@@ -145,14 +145,17 @@ class _Interpreter:
         self.mma_groups = async_mma(kernel)
 
     def run(self) -> Stats:
-        grid = {name: int(evaluate(e, self.sizes)) for name, e in grid_vars(self.k).items()}
+        grid = {name: self._int(e, self.sizes, name) for name, e in grid_vars(self.k).items()}
         mapping = block_tile(self.k)
         batch = self.k.gemm.batch
         batches = int(evaluate(batch, self.sizes)) if batch is not None else 1
-        for bz, pid in itertools.product(range(batches), range(grid["tiles_m"] * grid["tiles_n"])):
+        blocks = grid["tiles_m"] * grid["tiles_n"]
+        if blocks > INT32[1]:
+            raise InterpreterError(f"{blocks} blocks: more than the grid's x axis (blockIdx.x)")
+        for bz, pid in itertools.product(range(batches), range(blocks)):
             env = {**self.sizes, **grid, "pid": pid, "bz": bz}
             for name, e in mapping.items():  # in order: each step may use the ones before
-                env[name] = int(evaluate(e, env))
+                env[name] = self._int(e, env, name)
             env.update(self.warp_env)
             arena = np.full(self.arena_bytes, 0xFF, np.uint8)
             views = {
@@ -188,6 +191,16 @@ class _Interpreter:
             self._check_phase(blk)
             self.stats.blocks += 1
         return self.stats
+
+    @staticmethod
+    def _int(e, env: dict, what: str):
+        """`e` as the generated code computes it: in a 32-bit int, which must not overflow."""
+        try:
+            return evaluate(e, env, int32=True)
+        except IntOverflow as err:
+            raise InterpreterError(
+                f"{what}: {err} in the generated code (tiledsl.limits refuses such sizes)"
+            ) from None
 
     # ------------------------------------------------------------ statements
     def _body(self, blk: _Block, body) -> None:
@@ -302,6 +315,8 @@ class _Interpreter:
             return blk.views[buf.name], flat, units
         op = self.k.gemm.operand(tile.operand)
         gr, gc = per_warp(tile.origin[0]) + r, per_warp(tile.origin[1]) + c
+        for name, value in (("the row", gr), ("the column", gc)):  # ints in the kernel
+            self._int(Var("x"), {"x": value}, f"{what}: {name} in {op.name}")
         n_rows, n_cols = (int(evaluate(d, blk.env)) for d in op.dims[-2:])
         if inside is not None:
             mask = (gr >= 0) & (gr < n_rows) & (gc >= 0) & (gc < n_cols)

@@ -20,6 +20,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 
 from . import syntax
 from .errors import Diagnostic, Loc, TileError
+from .limits import INT_MAX, MAX_DIGITS
 from .syntax import Access, Call, Computation, Directive, Kernel, Num, Operand, TuningSet, Word
 
 _GRAMMAR = Path(__file__).parent / "grammar" / "tile.lark"
@@ -65,7 +66,19 @@ def _token_loc(file: str, tok: Token) -> Loc:
 
 def _number(file: str, tok: Token) -> Num:
     text = str(tok)
-    value: int | float = float(text) if "." in text else int(text)
+    is_float = any(ch in text for ch in ".eE")
+    digits = len(text.lstrip("+-"))
+    if not is_float and digits > MAX_DIGITS:  # before int(), which stops at 4300 digits
+        raise TileError(
+            [
+                Diagnostic(
+                    _token_loc(file, tok),
+                    f"number {text[:12]}… has {digits} digits, more than any value here takes",
+                    (f"integers in a .tile file are at most {INT_MAX}",),
+                )
+            ]
+        )
+    value: int | float = float(text) if is_float else int(text)
     return Num(value, text, _token_loc(file, tok))
 
 
@@ -304,10 +317,16 @@ def _syntax_error(e: UnexpectedInput, source: str, file: str) -> TileError:
     line_break = prev is not None and "\n" in source[prev[0] : pos]
     complete = _between_items(expected) or expected & {"KERNEL", "$END"}
     at_end = tok.type == "$END" or (line_break and not complete)
+    if tok.type == "$END" and prev is None:  # nothing but whitespace and comments
+        what = "only comments and whitespace" if source.strip() else "nothing"
+        return _fail(
+            source,
+            Loc(file, 1, 1, 1, 2),
+            f"the file has no kernel: it holds {what}",
+            USAGE["kernel"],
+        )
     if at_end and prev is not None:
         loc = _loc_span(file, source, prev[0], prev[0] + 1)  # just after the previous token
-    elif tok.type == "$END":
-        loc = Loc(file, 1, 1, 1, 2)  # nothing but whitespace and comments
     else:
         loc = _token_loc(file, tok)
     found = "end of file" if tok.type == "$END" else "end of line" if at_end else f"'{tok}'"
@@ -351,7 +370,8 @@ def _bad_characters(
             source,
             _loc_span(file, source, pos, bad.end()),
             f"bad number '{bad.group()}'",
-            "a number is digits with an optional sign and decimal part, e.g. 128, -1 or 1.5",
+            "a number is digits with an optional sign, decimal part and exponent, e.g. 128, -1, "
+            "1.5 or 2e-3",
             usage,
         )
     return _fail(

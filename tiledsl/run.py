@@ -9,6 +9,7 @@ small default size.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from .expr import Const
 from .interp import InterpreterError, interpret
 from .ir import KernelIR
 from .launch import Launch
+from .limits import INT_MAX, interpreter_problem, size_problems
 from .oracle import (
     NP_OUT,
     Check,
@@ -33,6 +35,12 @@ from .oracle import (
     to_storage,
 )
 from .targets import build_arch
+
+
+# The kernels compute in IEEE arithmetic, where a product past the largest finite number
+# is ±inf: the interpreter and the oracles that replay them do too, without warnings.
+def ieee_arithmetic():
+    return np.errstate(over="ignore", invalid="ignore", under="ignore")
 
 
 class SizeError(Exception):
@@ -79,13 +87,18 @@ class Report:
         return "\n".join(out)
 
 
+_SIZE = re.compile(r"\s*([0-9]{1,18})\s*[xX*]\s*([0-9]{1,18})\s*[xX*]\s*([0-9]{1,18})\s*\Z")
+
+
 def parse_size(text: str) -> tuple[int, int, int]:
-    parts = text.lower().replace("*", "x").split("x")
-    if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+    """`MxNxK` (or `M*N*K`) with whole numbers from 1 to INT_MAX, the kernels' `int`."""
+    match = _SIZE.match(text)
+    if match is None or not all(1 <= int(p) <= INT_MAX for p in match.groups()):
         raise ValueError(
-            f"a size is written MxNxK with positive integers, e.g. 4096x4096x4096; got '{text}'"
+            f"a size is written MxNxK with whole numbers from 1 to {INT_MAX}, "
+            f"e.g. 4096x4096x4096; got '{text}'"
         )
-    m, n, k = (int(p) for p in parts)
+    m, n, k = (int(p) for p in match.groups())
     return m, n, k
 
 
@@ -128,6 +141,8 @@ def check_size(kernel: KernelIR, size: tuple[int, int, int], batch: int = 1) -> 
             "twin for edge tiles: its fragments load straight from global memory, which WMMA "
             f"cannot guard (use stages 1 or more, or the size {up})"
         )
+    if not problems:
+        problems = size_problems(g, kernel.schedule, size, batch)
     if problems:
         raise SizeError("; ".join(problems))
     return {**{name: value for name, value in zip("MNK", size) if name in g.size_args}, **extra}
@@ -160,6 +175,9 @@ def run_cpu(
     batch: int = 1,
 ) -> Report:
     sizes = check_size(kernel, size, batch)
+    too_much = interpreter_problem(kernel.schedule.block, size, batch)
+    if too_much:
+        raise SizeError(too_much)
     kernel, _ = variant(kernel, None, size)
     g = kernel.gemm
     m, n, k = size
@@ -172,7 +190,8 @@ def run_cpu(
         arrays = _storage_arrays(kernel, inputs)
         started = time.perf_counter()
         try:
-            stats = interpret(kernel, arrays, sizes)
+            with ieee_arithmetic():
+                stats = interpret(kernel, arrays, sizes)
         except InterpreterError as err:
             report.checks.append(Check("race check", False, str(err)))
             return report
@@ -325,10 +344,12 @@ def _judge(kernel: KernelIR, kind: str, inputs, out, report: Report, save_dir: P
     """Apply the oracle of `kind` to `out`; keep the inputs of a failure for replay."""
     bm, bn, _ = kernel.schedule.block
     g = kernel.gemm
-    if kind == "exact":
-        check = check_exact(g, inputs, out, (bm, bn), _epilogue(kernel))
-    else:
-        check = check_statistical(g, inputs, out, kernel.schedule.accumulate, _epilogue(kernel))
+    with ieee_arithmetic():
+        if kind == "exact":
+            check = check_exact(g, inputs, out, (bm, bn), _epilogue(kernel))
+        else:
+            acc = kernel.schedule.accumulate
+            check = check_statistical(g, inputs, out, acc, _epilogue(kernel))
     report.checks.append(check)
     if not check.ok and save_dir is not None:
         _save(save_dir, kernel, report.size, inputs, out, report)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from . import syntax as S
 from .errors import Collector, Loc
+from .limits import INT_MAX, MAX_STAGES
 from .targets import DEFAULT_TARGET, TARGETS, UNMODELLED, parse_target_name
 
 
@@ -123,7 +124,9 @@ def read_directives(
     return sched, pads
 
 
-def _ints(d: S.Directive, count: int, errs: Collector, minimum: int = 1) -> tuple[int, ...] | None:
+def _ints(
+    d: S.Directive, count: int, errs: Collector, minimum: int = 1, maximum: int = INT_MAX
+) -> tuple[int, ...] | None:
     nums = [a for a in d.args if isinstance(a, S.Num)]
     if len(nums) != count or any(isinstance(a, S.TuningSet) for a in d.args):
         return None
@@ -133,6 +136,14 @@ def _ints(d: S.Directive, count: int, errs: Collector, minimum: int = 1) -> tupl
             errs.add(
                 num.loc,
                 f"'{d.name}' takes integers ≥ {minimum}, found {num.text}",
+                _HINTS.get(d.name, ""),
+            )
+            return None
+        if num.value > maximum:
+            errs.add(
+                num.loc,
+                f"'{d.name}' takes integers ≤ {maximum}, found {num.text}",
+                _LIMITS.get(d.name, "the generated code holds it in a 32-bit int"),
                 _HINTS.get(d.name, ""),
             )
             return None
@@ -178,7 +189,7 @@ def _read_coarsen(d, errs):
 
 
 def _read_stages(d, errs):
-    v = _ints(d, 1, errs, minimum=0)
+    v = _ints(d, 1, errs, minimum=0, maximum=MAX_STAGES)
     return {"stages": v[0]} if v else {}
 
 
@@ -218,6 +229,13 @@ def _read_pad(d, errs):
     pads = {}
     for group in d.groups:
         name, num = group[0], group[-1]
+        if str(name) in pads:
+            errs.add(
+                name.loc,
+                f"'{name}' is padded twice in one pad directive",
+                f"keep one pad for {name}, e.g. `pad {name} 8`",
+            )
+            continue
         if not isinstance(num, S.Num) or isinstance(num.value, float) or num.value < 0:
             errs.add(
                 num.loc,
@@ -225,7 +243,10 @@ def _read_pad(d, errs):
                 "e.g. `pad A 8, B 8`",
             )
             continue
-        pads[str(name)] = (num.value, name.loc)
+        if num.value > INT_MAX:
+            errs.add(num.loc, f"a pad is at most {INT_MAX} elements, found {num}", "e.g. `pad A 8`")
+            continue
+        pads[str(name)] = (num.value, name.loc, num.loc)
     return {"pad": "explicit", "_pads": pads}
 
 
@@ -237,7 +258,31 @@ def _read_swizzle(d, errs):
     return {"swizzle": kind, "swizzle_param": v[0]} if v else {"swizzle": kind}
 
 
+F32_MAX = 3.4028234663852886e38
+F32_TINY = 1.1754943508222875e-38  # the smallest normal f32
+
+
 def _read_epilogue(d, errs):
+    """The steps as written; alpha and beta must be f32 values the kernel can hold (it
+    multiplies in f32, compiled with subnormals flushed to zero)."""
+    for group in d.groups:
+        if group[0].text in ("alpha", "beta") and isinstance(group[-1], S.Num):
+            num = group[-1]
+            # f32 rounds values a little past F32_MAX down to it: the bound is half an ulp up
+            if not abs(num.value) < F32_MAX * (1 + 2**-25):
+                errs.add(
+                    num.loc,
+                    f"{group[0].text} {num.text} is not a finite f32 number "
+                    f"(at most {F32_MAX:.7g})",
+                    "the epilogue computes in f32: write a value within its range",
+                )
+            elif num.value != 0 and abs(num.value) < F32_TINY:
+                errs.add(
+                    num.loc,
+                    f"{group[0].text} {num.text} is below f32's smallest normal number "
+                    f"({F32_TINY:.7g}), which the GPU flushes to zero",
+                    f"write 0, or a value of at least {F32_TINY:.7g}",
+                )
     return {"epilogue": tuple(tuple(str(a) for a in g) for g in d.groups)}
 
 
@@ -261,6 +306,32 @@ def _read_target(d, errs):
     return {"target": key}
 
 
+#: The MUSA kernel attributes the S4000 seed documents: flags, and those taking a number.
+MUSA_FLAGS = (
+    "mtgpu_tiny_offset",
+    "mtgpu_enable_ldma_index",
+    "mtgpu_enable_ldlms_opt",
+    "mtgpu_workgroup_atomic",
+)
+MUSA_VALUED = ("mtgpu_num_usreg", "mtgpu_unroll_threshold")
+
+
+def _read_attributes(d, errs):
+    """Attribute names the seed documents, passed through as `__attribute__((...))`."""
+    for arg in d.args:
+        name = arg.name if isinstance(arg, S.Call) else arg
+        known = MUSA_VALUED if isinstance(arg, S.Call) else MUSA_FLAGS
+        if str(name) not in known:
+            errs.add(
+                name.loc,
+                f"unknown kernel attribute '{arg}'",
+                "the attributes are " + ", ".join((*MUSA_FLAGS, *(f"{v}(N)" for v in MUSA_VALUED))),
+            )
+        elif isinstance(arg, S.Call) and not 1 <= arg.arg.value <= INT_MAX:
+            errs.add(arg.arg.loc, f"{name} takes a number from 1 to {INT_MAX}", f"e.g. {name}(256)")
+    return {"attributes": tuple(str(a) for a in d.args)}
+
+
 def _simple(attr: str):
     return lambda d, errs: {attr: _word(d)}
 
@@ -280,7 +351,12 @@ _READERS = {
     "epilogue": _read_epilogue,
     "epilogue_via": _simple("epilogue_via"),
     "target": _read_target,
-    "attributes": lambda d, errs: {"attributes": tuple(str(a) for a in d.args)},
+    "attributes": _read_attributes,
+}
+
+_LIMITS = {
+    "stages": f"a pipeline of more than {MAX_STAGES} stages never pays (each stage is a "
+    "shared-memory slot, and the prologue is unrolled and analysed once per stage)",
 }
 
 _HINTS = {

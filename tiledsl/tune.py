@@ -43,6 +43,7 @@ from typing import Protocol
 from .driver import compile_program
 from .errors import TileError, UsageError
 from .expr import Const
+from .files import check_outputs, write_outputs
 from .parser import parse
 from .progress import Progress
 from .run import SizeError, check_size
@@ -270,6 +271,7 @@ def tune_file(
     several and none chosen).
     """
     started = time.monotonic()
+    check_outputs([p for p in (record, output) if p is not None], inputs=[Path(file)])
     program = parse(text, file)
     try:
         points = expand(program, kernel)
@@ -371,8 +373,7 @@ def _finish(outcome: Outcome, output: Path | None) -> int:
         print(f"failed  {point.label}: {result.status}: {result.detail}", file=sys.stderr)
     if outcome.best is not None:
         path = output or Path.cwd() / f"{Path(outcome.file).stem}.best.tile"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(best_file(outcome))
+        write_outputs({path: best_file(outcome)}, inputs=[Path(outcome.file)])
         print(f"wrote {path}")
     print(summary(outcome))
     return 0 if outcome.best is not None and not outcome.failed else 1

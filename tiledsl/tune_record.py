@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,19 +46,78 @@ def tflops(size: Size, ms: float | None) -> float | None:
     return 2 * m * n * k / (ms * 1e9) if ms else None
 
 
-def read_record(path: Path) -> list[dict]:
-    """The record's entries; a line that is not a JSON object (a torn write) is skipped."""
-    if not path.is_file():
+STATUSES = ("ok", "failed check", "compile error", "run error", "pruned")
+
+
+def read_record(path: Path, warn=None) -> list[dict]:
+    """The record's valid entries. A line that is not UTF-8, not a JSON object, or not of
+    the record's schema (`entry_problem`), such as a torn last write, is skipped, and
+    `warn` (default: a line on stderr) is told which line and why."""
+    if warn is None:
+        warn = _warn_on_stderr
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as err:
+        warn(f"{path}: cannot read the record ({err.strerror or err}); starting without it")
         return []
     entries = []
-    for line in path.read_text().splitlines():
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
             continue
-        if isinstance(entry, dict):
+        try:
+            entry = json.loads(raw.decode("utf-8"))
+            problem = entry_problem(entry)
+        except UnicodeDecodeError:
+            problem = "it is not UTF-8 text"
+        except json.JSONDecodeError as err:
+            problem = f"it is not JSON ({err.msg})"
+        if problem:
+            warn(f"{path}:{number}: skipped a record line: {problem}")
+        else:
             entries.append(entry)
     return entries
+
+
+def entry_problem(entry) -> str | None:
+    """Why `entry` is not a line `entry()` writes, or None."""
+    if not isinstance(entry, dict):
+        return "it is not a JSON object"
+    for name in ("schedule", "device", "compiler", "status"):
+        if not isinstance(entry.get(name), str):
+            return f"'{name}' is not a string"
+    if entry["status"] not in STATUSES:
+        return f"'status' is {entry['status']!r}, not one of {', '.join(STATUSES)}"
+    size = entry.get("size")
+    if not (
+        isinstance(size, list)
+        and len(size) == 3
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in size)
+    ):
+        return "'size' is not a list of three positive integers"
+    for name in ("time_ms", "cublas_ms"):
+        value = entry.get(name)
+        if value is not None and not _positive(value):
+            return f"'{name}' is {value!r}, not a positive number of milliseconds"
+    if entry["status"] == "ok" and entry.get("time_ms") is None:
+        return "a measured point ('ok') has no 'time_ms'"
+    if not isinstance(entry.get("detail", ""), str):
+        return "'detail' is not a string"
+    return None
+
+
+def _positive(value) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+def _warn_on_stderr(message: str) -> None:
+    print(f"tiledsl tune: warning: {message}", file=sys.stderr)
 
 
 def record_key(entry: dict) -> tuple:

@@ -28,11 +28,13 @@ KERNEL_VARS = frozenset({"bm", "bn", "wm", "wn", "warp"})
 THREAD_VARS = frozenset({"wm", "wn", "warp"})  # differ between threads of one block
 
 
-def verify_limits(kernel: KernelIR, stage: str, final_stage: str) -> None:
-    """The target's per-block limits, for the kernel that will be emitted.
+def limit_problems(kernel: KernelIR, stage: str, final_stage: str) -> list:
+    """The target's per-block limits that the kernel to be emitted breaks (Diagnostics).
 
     Intermediate forms may exceed them (the naive form of a 128 x 128 block has one
-    warp per fragment, 64 warps); only what is emitted must fit.
+    warp per fragment, 64 warps); only what is emitted must fit. The analysis refuses
+    most schedules over a limit before anything is built (tiledsl.analysis); this is
+    the exact count, for the pad that `pad auto` chose.
     """
     errs = Collector()
     s, t = kernel.schedule, kernel.target
@@ -59,7 +61,7 @@ def verify_limits(kernel: KernelIR, stage: str, final_stage: str) -> None:
             *early,
             "use fewer stages, a smaller block tile or less padding",
         )
-    errs.raise_if_any()
+    return errs.diagnostics
 
 
 def verify(kernel: KernelIR, after: str = "lower") -> None:

@@ -741,10 +741,9 @@ __device__ __forceinline__ void cp_async_wait() {
         op = k.gemm.operand(tile.operand)
         grow, gcol = self._global_rc(tile, r, c)
         ld = self._e(op.leading_dim)
-        # A batched operand: this block's product (blockIdx.y) starts `bz` matrices in.
-        batch = (
-            f"(long long)bz * ({self._e(op.matrix_elements)}) + " if op.batch is not None else ""
-        )
+        # A batched operand: this block's product (blockIdx.y) starts `bz` matrices in,
+        # counted in 64 bits from the first factor on (a matrix may hold 2^31 elements).
+        batch = f"(long long)bz * {self._e(op.matrix_elements)} + " if op.batch is not None else ""
         if op.layout == "row":
             return f"{op.name}[{batch}(long long)({grow}) * {ld} + ({gcol})]"
         return f"{op.name}[{batch}(long long)({gcol}) * {ld} + ({grow})]"

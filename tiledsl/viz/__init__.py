@@ -18,6 +18,7 @@ The .dot files depend on the kernel only, so the same file gives the same bytes.
 from __future__ import annotations
 
 import shutil
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ import graphviz
 
 from ..driver import Compiled, compile_source
 from ..errors import ToolchainError, UsageError
+from ..files import write_outputs
 from ..ir import KernelIR
 from ..passes import STAGE_NAMES
 from ..printer import print_ir
@@ -98,27 +100,33 @@ def viz_source(
 def write_viz(
     compiled: Compiled, out_dir: str | Path, fmt: str = "svg", kernel: str | None = None
 ) -> VizResult:
+    """Draw every picture, render it, then write them all (tiledsl.files: all or nothing)."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown format '{fmt}'; formats are: {', '.join(FORMATS)}")
     names = [k.name for k in compiled.kernels]
     if kernel is not None and kernel not in names:
         raise UsageError(f"no kernel '{kernel}' in {compiled.file}; it has: {', '.join(names)}")
-    drawn = [p for p in pictures(compiled) if kernel is None or p.name == kernel]
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"the output {out} is a file, not a directory; give a directory path")
+    drawn = [p for p in pictures(compiled) if kernel is None or p.name == kernel]
     result = VizResult(out / "index.html")
+    files: dict[Path, str | bytes] = {}
     for k in drawn:
-        (out / k.name).mkdir(parents=True, exist_ok=True)
         for p in k.pictures:
             path = out / k.name / f"{p.stem}.dot"
-            path.write_text(p.dot)
+            files[path] = p.dot
             result.sources.append(path)
     dot = shutil.which("dot")
     if dot is None:
         result.note = NO_DOT
     else:
-        result.rendered = render(result.sources, fmt)
+        rendered = render(dict(files), fmt)
+        files.update(rendered)
+        result.rendered = list(rendered)
     ext = fmt if dot is not None else "dot"
-    result.index.write_text(index_html(compiled.file, drawn, ext))
+    files[result.index] = index_html(compiled.file, drawn, ext)
+    write_outputs(files, inputs=[Path(compiled.file)])
     return result
 
 
@@ -156,19 +164,25 @@ def ir_text(kernel: KernelIR) -> str:
         return f"(the IR printer cannot print this stage: {err})\n"
 
 
-def render(sources: list[Path], fmt: str) -> list[Path]:
-    """Render each .dot file beside itself with `dot` (in parallel: each is a process)."""
+def render(sources: dict[Path, str], fmt: str) -> dict[Path, bytes]:
+    """Each .dot text rendered by `dot` (in parallel: each is a process) in a scratch
+    folder: the pictures' bytes, by the path beside their .dot file."""
 
-    def one(path: Path) -> Path:
-        target = path.with_suffix(f".{fmt}")
+    def one(item: tuple[int, Path, str], scratch: Path) -> tuple[Path, bytes]:
+        number, path, text = item
+        source = scratch / f"{number}.dot"
+        source.write_text(text)
+        target = source.with_suffix(f".{fmt}")
         try:
-            graphviz.render("dot", fmt, path, outfile=target, quiet=True)
+            graphviz.render("dot", fmt, source, outfile=target, quiet=True)
         except graphviz.CalledProcessError as err:
             log = err.stderr.decode(errors="replace") if isinstance(err.stderr, bytes) else ""
             raise ToolchainError(
-                f"dot could not render {path}", log, command=f"dot -T{fmt} -o {target} {path}"
+                f"dot could not render {path}", log, command=f"dot -T{fmt} -O {path}"
             ) from None
-        return target
+        return path.with_suffix(f".{fmt}"), target.read_bytes()
 
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        return list(pool.map(one, sources))
+    items = [(i, path, text) for i, (path, text) in enumerate(sources.items())]
+    with tempfile.TemporaryDirectory(prefix="tiledsl-viz-") as scratch:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            return dict(pool.map(lambda item: one(item, Path(scratch)), items))
