@@ -72,6 +72,14 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
             f"unknown load order '{s.load_order}'",
             "write `load_order ab`, `ba` or `alternate`",
         )
+    for op in (g.c, *g.extras):
+        if op.dtype == "bf16" and t.vendor == "musa":
+            errs.add(
+                op.loc,
+                f"{op.name}: bf16 on {t.name} is not built yet: it needs MUSA's bfloat16 type "
+                "and conversions, which the S4000 seed does not document",
+                f"declare {op.name} f16 or f32",
+            )
     if s.epilogue and t.vendor == "musa":
         refuse(
             "epilogue",
