@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tiledsl.commands.run import run_gpu
 from tiledsl.driver import compile_source
-from tiledsl.run import run_gpu
 
 TEMPLATE = """kernel sweep {{
     A: {t_in}[{lb}{a_dims}] {a_layout}

@@ -4,7 +4,7 @@
                          [--out bench/results/best-DATE.json] [FILE.tile ...]
     python bench/best.py --from-json RUN.json [FILE.tile ...]   # judge a run again, no GPU
 
-Times every .tile under examples/tuned/ (and any FILE given) with `tiledsl.bench`, the
+Times every .tile under examples/tuned/ (and any FILE given) with `tiledsl.commands.bench`, the
 measurement `tiledsl bench` makes: each result checked with the exact and the
 statistical oracle before its time counts, cuBLAS (cupy.matmul on the same f16 inputs)
 timed in the same process, CUDA-event medians over inputs rotated past the L2. Then,
@@ -27,10 +27,10 @@ import json
 import sys
 from pathlib import Path
 
-from tiledsl import bench
+from tiledsl.commands import bench
+from tiledsl.commands.run import parse_size
 from tiledsl.driver import compile_file
-from tiledsl.run import parse_size
-from tiledsl.runtime import device_info
+from tiledsl.gpu.runtime import device_info
 
 ROOT = Path(__file__).resolve().parent.parent
 TUNED = ROOT / "examples" / "tuned"

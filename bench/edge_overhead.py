@@ -4,7 +4,7 @@
 
 OLD.cu is `tiledsl compile examples/hgemm.tile` from before edge tiles (the fast kernel's
 text is the same; the new module adds the guarded twin). Both modules' `hgemm` run on the
-same inputs with the same checks and timing (`tiledsl.bench`), cuBLAS beside them.
+same inputs with the same checks and timing (`tiledsl.commands.bench`), cuBLAS beside them.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tiledsl import bench, runtime
-from tiledsl.baselines import BASELINES
+from tiledsl.commands import bench
+from tiledsl.commands.run import parse_size
 from tiledsl.driver import compile_file
+from tiledsl.gpu import runtime
+from tiledsl.gpu.baselines import BASELINES
 from tiledsl.progress import Progress
-from tiledsl.run import parse_size
 
 
 def main() -> None:

@@ -5,7 +5,7 @@
 
 Each rung is a .tile file under examples/ladder/ (v6 keeps B's tile as Bs[N][K],
 which tiledsl expresses with B stored N x K: see its comment); the last row is
-examples/hgemm.tile, the best schedule. Measured by `tiledsl.bench` (what
+examples/hgemm.tile, the best schedule. Measured by `tiledsl.commands.bench` (what
 `tiledsl bench` runs): every result is checked with the exact and the statistical
 oracle before its time counts, cuBLAS is timed in the same process on the same
 inputs, times are CUDA-event medians over inputs rotated past the L2. Prints a
@@ -19,9 +19,9 @@ import datetime
 import sys
 from pathlib import Path
 
-from tiledsl import bench
-from tiledsl.run import parse_size
-from tiledsl.runtime import device_info
+from tiledsl.commands import bench
+from tiledsl.commands.run import parse_size
+from tiledsl.gpu.runtime import device_info
 
 RUNGS = [
     ("v1 naive (global)", "examples/ladder/v1.tile"),

@@ -2,7 +2,7 @@
 
     python bench/variants.py examples/hgemm.tile examples/ladder/*.tile --size 4096x4096x4096
 
-A thin script over `tiledsl.bench` (what `tiledsl bench` runs): every kernel is
+A thin script over `tiledsl.commands.bench` (what `tiledsl bench` runs): every kernel is
 checked with both oracles before its time counts, cuBLAS runs on the same inputs,
 times are CUDA-event medians over inputs rotated past the L2. Prints the table and
 writes the JSON record (device, versions, date, rows) to bench/results/. Exit
@@ -16,9 +16,9 @@ import datetime
 import sys
 from pathlib import Path
 
-from tiledsl import bench
-from tiledsl.run import parse_size
-from tiledsl.runtime import device_info
+from tiledsl.commands import bench
+from tiledsl.commands.run import parse_size
+from tiledsl.gpu.runtime import device_info
 
 
 def main() -> None:

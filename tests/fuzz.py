@@ -1152,7 +1152,7 @@ def build(source: str, vendor: str, arch: str) -> tuple[bool, str, str]:
                 str(src),
             ]
         else:
-            from tiledsl.toolchain import arch_flags
+            from tiledsl.gpu.toolchain import arch_flags
 
             src = Path(tmp) / "kernel.cu"
             cubin = Path(tmp) / "kernel.cubin"
@@ -1182,7 +1182,7 @@ def _build_target(case: Case, source: str) -> tuple[str, str]:
     """(vendor, arch) to build an exit-0 compile output of `case` for."""
     stop = case.argv[case.argv.index("--stop-after") + 1] if "--stop-after" in case.argv else None
     try:
-        from tiledsl.targets import build_arch
+        from tiledsl.ir.targets import build_arch
 
         kernels = _compiled(case, stop).kernels
         target = kernels[0].target
@@ -1212,7 +1212,7 @@ def interp_cases(case: Case, seed: int) -> list[Case]:
     """`run --cpu` at a small ragged size, one per kernel of an accepted file."""
     compiled = _compiled(case)
     rng = random.Random(f"tiledsl-fuzz:{seed}:interp:{hashlib.sha256(case.data).hexdigest()}")
-    from tiledsl.expr import Const
+    from tiledsl.ir.expr import Const
 
     found = []
     target = (

@@ -1,6 +1,6 @@
 """The names the CUDA headers declare at file scope, read from nvcc's preprocessed output.
 
-    python3 tests/header_names.py          # rewrites tiledsl/header_names.txt (needs nvcc)
+    python3 tests/header_names.py          # rewrites tiledsl/frontend/header_names.txt (needs nvcc)
 
 tiledsl refuses a kernel named after one of them (`kernel sqrt` would not compile). The
 list is what `nvcc -E` of the headers the generated code includes declares outside any
@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 HEADERS = ("cuda_fp16.h", "cuda_bf16.h", "mma.h")
-LIST = Path(__file__).resolve().parent.parent / "tiledsl" / "header_names.txt"
+LIST = Path(__file__).resolve().parent.parent / "tiledsl" / "frontend" / "header_names.txt"
 _TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|[A-Za-z_]\w*|\d[\w.]*|::|->|\S')
 _NAME = re.compile(r"[A-Za-z_]\w*\Z")
 

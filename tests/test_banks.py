@@ -1,4 +1,4 @@
-"""The bank-conflict model (tiledsl.banks) on the numbers of the RTX 5080 seed, section 6.
+"""The bank-conflict model (tiledsl.models.banks) on the numbers of the RTX 5080 seed, section 6.
 
 The seed (000_8a9653163a711292.txt): v4's As (64 x 32 halves) gives 4-way and Bs
 (32 x 64 halves) 8-way conflicts on the WMMA fragment loads; padding the rows to
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tiledsl.banks import best_pad, conflicts, cost, unpadded
 from tiledsl.driver import compile_file
+from tiledsl.models.banks import best_pad, conflicts, cost, unpadded
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,9 +13,9 @@ import json
 import pytest
 from helpers import ROOT, cli
 
+from tiledsl.commands.run import SizeError, run_cpu
 from tiledsl.driver import compile_file, compile_source
 from tiledsl.errors import TileError
-from tiledsl.run import SizeError, run_cpu
 
 BATCHED = ROOT / "examples" / "batched.tile"
 
@@ -71,8 +71,8 @@ def test_every_batch_is_written() -> None:
 
     import numpy as np
 
-    from tiledsl.interp import interpret
-    from tiledsl.oracle import check_exact, from_storage, make_inputs, to_storage
+    from tiledsl.interp.interpreter import interpret
+    from tiledsl.interp.oracle import check_exact, from_storage, make_inputs, to_storage
 
     kernel = compile_file(BATCHED).kernels[0]
     g = kernel.gemm

@@ -12,14 +12,15 @@ import numpy as np
 import pytest
 from helpers import ROOT, cli
 
-from tiledsl import bench, timing
-from tiledsl.baselines import baseline_gemm, triton
-from tiledsl.bench import Row, Settings
+from tiledsl.commands import bench
+from tiledsl.commands.bench import Row, Settings
 from tiledsl.driver import compile_file
-from tiledsl.oracle import Check
+from tiledsl.gpu import timing
+from tiledsl.gpu.baselines import baseline_gemm, triton
+from tiledsl.gpu.runtime import gpu_available, l2_bytes
+from tiledsl.gpu.timing import Timing, median, operand_bytes, operand_sets, rotation_count
+from tiledsl.interp.oracle import Check
 from tiledsl.progress import Progress
-from tiledsl.runtime import gpu_available, l2_bytes
-from tiledsl.timing import Timing, median, operand_bytes, operand_sets, rotation_count
 
 MiB = 2**20
 L2 = 50 * MiB
@@ -236,7 +237,7 @@ def test_baseline_gemm_is_a_plain_f16_product(examples_dir: Path) -> None:
 
 
 def test_bench_without_a_gpu_says_so(capsys, examples_dir, monkeypatch) -> None:
-    monkeypatch.setattr("tiledsl.runtime.gpu_available", lambda: False)
+    monkeypatch.setattr("tiledsl.gpu.runtime.gpu_available", lambda: False)
     r = cli(["bench", examples_dir / "hgemm.tile"], capsys)
     assert r.code == 1
     assert "bench times kernels on a CUDA GPU" in r.err and "tiledsl doctor" in r.err
@@ -256,8 +257,8 @@ def fake_gpu(monkeypatch):
         seen.update(entries=entries, sizes=sizes, settings=settings, kernel=kernel)
         return make_rows()[1:] if not seen.get("fail") else make_rows()
 
-    monkeypatch.setattr("tiledsl.runtime.gpu_available", lambda: True)
-    monkeypatch.setattr("tiledsl.runtime.device_info", lambda: {"name": "Fake GPU"})
+    monkeypatch.setattr("tiledsl.gpu.runtime.gpu_available", lambda: True)
+    monkeypatch.setattr("tiledsl.gpu.runtime.device_info", lambda: {"name": "Fake GPU"})
     monkeypatch.setattr(bench, "measure", measure)
     return seen
 
@@ -298,14 +299,14 @@ def test_bench_without_matplotlib_warns_and_measures(
 
 
 def test_bench_unknown_kernel_is_a_usage_error(capsys, examples_dir, monkeypatch) -> None:
-    monkeypatch.setattr("tiledsl.runtime.gpu_available", lambda: True)
-    monkeypatch.setattr("tiledsl.runtime.device_arch", lambda: "sm_90")
+    monkeypatch.setattr("tiledsl.gpu.runtime.gpu_available", lambda: True)
+    monkeypatch.setattr("tiledsl.gpu.runtime.device_arch", lambda: "sm_90")
     r = cli(["bench", examples_dir / "hgemm.tile", "--kernel", "nope"], capsys)
     assert r.code == 2 and "no kernel 'nope'" in r.err
 
 
 def test_bench_size_that_does_not_fit_is_a_usage_error(capsys, examples_dir, monkeypatch) -> None:
-    monkeypatch.setattr("tiledsl.runtime.gpu_available", lambda: True)
+    monkeypatch.setattr("tiledsl.gpu.runtime.gpu_available", lambda: True)
     # v1's fragments read global memory directly: no guarded twin, multiples of 64 x 16 only.
     r = cli(["bench", examples_dir / "ladder" / "v1.tile", "--size", "100x16x16"], capsys)
     assert r.code == 2
@@ -346,7 +347,7 @@ def _best_script():
 
 def test_best_judges_against_the_fastest_cublas_of_the_size() -> None:
     """bench/best.py: a slow cuBLAS sample beside one row must not meet a target for it."""
-    from tiledsl.schedule import Schedule
+    from tiledsl.ir.schedule import Schedule
 
     best = _best_script()
     size = [8192, 8192, 8192]

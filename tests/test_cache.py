@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import cli
 
-from tiledsl import cache, runtime
-from tiledsl.cache import cache_dir, cache_key, fetch, key_fields, write_atomic
+from tiledsl.gpu import cache, runtime
+from tiledsl.gpu.cache import cache_dir, cache_key, fetch, key_fields, write_atomic
 
 FIELDS = dict(
     pipeline=("smem-tiling", "multi-buffering"),

@@ -1,7 +1,7 @@
 """`tiledsl check`, in-process: the feasibility report of a schedule (S4000 seed §3.1).
 
 The numbers are read back from the printed report and compared with what the
-compiler itself says (KernelIR.smem_bytes, tiledsl.banks, ptxas), so the tests
+compiler itself says (KernelIR.smem_bytes, tiledsl.models.banks, ptxas), so the tests
 pin the report to the model, not to a copy of it.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from helpers import BUILDABLE, ROOT, cli, example_params, kernel_text, line_of, replace_directive
 
-import tiledsl.toolchain
-from tiledsl.check import occupancy, register_estimate
+import tiledsl.gpu.toolchain
+from tiledsl.commands.check import occupancy, register_estimate
 from tiledsl.driver import compile_file
 
 HGEMM = ROOT / "examples" / "hgemm.tile"
@@ -29,7 +29,7 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is no
 @pytest.fixture
 def no_nvcc(monkeypatch):
     """As if nvcc were not installed: the report falls back to the estimate."""
-    monkeypatch.setattr(tiledsl.toolchain, "nvcc_path", lambda: None)
+    monkeypatch.setattr(tiledsl.gpu.toolchain, "nvcc_path", lambda: None)
 
 
 def cells(line: str) -> list[str]:
@@ -85,7 +85,7 @@ def test_v5_padding_removes_the_fragment_load_conflicts(capsys, no_nvcc) -> None
 
 
 def test_bank_rows_give_instructions_per_k_step(capsys, no_nvcc) -> None:
-    from tiledsl.banks import conflicts
+    from tiledsl.models.banks import conflicts
 
     kernel = compile_file(V5).kernels[0]
     out = cli(["check", V5], capsys).out
@@ -195,7 +195,7 @@ def test_register_estimate_counts_every_fragment_element_once() -> None:
 @pytest.mark.nvcc
 def test_ptxas_registers_beside_the_estimate(capsys) -> None:
     from tiledsl.driver import compile_file as compile_
-    from tiledsl.toolchain import compile_cubin
+    from tiledsl.gpu.toolchain import compile_cubin
 
     compiled = compile_(HGEMM)
     real = compile_cubin(compiled.source, "sm_90", "hgemm")["hgemm"]

@@ -25,7 +25,7 @@ from helpers import (
     replace_directive,
 )
 
-from tiledsl.parser import parse
+from tiledsl.frontend.parser import parse
 
 V1 = ROOT / "examples" / "ladder" / "v1.tile"
 V2 = ROOT / "examples" / "ladder" / "v2.tile"

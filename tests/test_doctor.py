@@ -9,7 +9,7 @@ import re
 import pytest
 from helpers import cli
 
-from tiledsl import doctor as D
+from tiledsl.commands import doctor as D
 from tiledsl.errors import ToolchainError
 
 LINE = re.compile(r"^(ok|warn|missing) +(\S.*?) {2,}\S")
@@ -66,8 +66,8 @@ def bare_machine(monkeypatch, tmp_path):
     def no_headers():
         raise ToolchainError("cannot find the CUDA toolkit headers", log="looked in: nowhere")
 
-    monkeypatch.setattr("tiledsl.runtime.cuda_include_dir", no_headers)
-    monkeypatch.setattr("tiledsl.sanitize.find_compute_sanitizer", lambda: None)
+    monkeypatch.setattr("tiledsl.gpu.runtime.cuda_include_dir", no_headers)
+    monkeypatch.setattr("tiledsl.commands.sanitize.find_compute_sanitizer", lambda: None)
 
 
 def test_a_bare_machine_is_described_and_still_passes(bare_machine) -> None:

@@ -1,7 +1,7 @@
 """Any M, N, K >= 1: edge tiles run the guarded twin, multiples of the tile the fast path.
 
 Every check here goes through the numpy interpreter with the exact oracle and the
-race detector (tiledsl.run.run_cpu): a partial tile that is not zero-filled, a
+race detector (tiledsl.commands.run.run_cpu): a partial tile that is not zero-filled, a
 store past the edge, or a C element left unwritten (C starts as NaN) fails it.
 """
 
@@ -16,11 +16,11 @@ from helpers import ROOT, cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tiledsl.commands.run import run_cpu
 from tiledsl.driver import compile_file, compile_source
-from tiledsl.edges import fits_block_tile, vector_fallbacks
-from tiledsl.interp import InterpreterError, interpret
-from tiledsl.ir import Copy, map_body, walk
-from tiledsl.run import run_cpu
+from tiledsl.interp.interpreter import InterpreterError, interpret
+from tiledsl.ir.nodes import Copy, map_body, walk
+from tiledsl.lowering.edges import fits_block_tile, vector_fallbacks
 
 HGEMM = ROOT / "examples" / "hgemm.tile"
 

@@ -1,7 +1,7 @@
 """Epilogues: `epilogue alpha a, beta b, bias D, relu`, composable, with `=` and `+=`.
 
 The kernel does each epilogue step as one rounded f32 operation (no fused
-multiply-add), and tiledsl.epilogue_ops.Epilogue.apply replays those steps in numpy
+multiply-add), and tiledsl.ir.epilogue.Epilogue.apply replays those steps in numpy
 float32, so the exact oracle checks any alpha and beta bit for bit. Every case runs
 in the interpreter (exact and statistical oracles, race check) at a multiple of the
 block tile and at an odd size (the guarded twin).
@@ -15,10 +15,10 @@ import shutil
 import numpy as np
 import pytest
 
+from tiledsl.commands.run import run_cpu
 from tiledsl.driver import compile_source
-from tiledsl.epilogue_ops import Epilogue
 from tiledsl.errors import TileError
-from tiledsl.run import run_cpu
+from tiledsl.ir.epilogue import Epilogue
 
 TEMPLATE = """kernel ep {{
     A: f16[M, K] row
@@ -142,7 +142,7 @@ def test_epilogue_errors_are_located(source, where, message) -> None:
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 def test_epilogues_compile_without_spills() -> None:
-    from tiledsl.toolchain import compile_cubin
+    from tiledsl.gpu.toolchain import compile_cubin
 
     kernels = "".join(
         text(e, op, c).replace("kernel ep ", f"kernel ep{i} ")

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from helpers import EXAMPLES, cuda_example_params, example_params
 
+from tiledsl.commands.run import default_cpu_size, run_cpu
 from tiledsl.driver import compile_file, lower_file
 from tiledsl.errors import TileError
-from tiledsl.formatter import format_program
-from tiledsl.parser import parse
+from tiledsl.frontend.formatter import format_program
+from tiledsl.frontend.parser import parse
+from tiledsl.ir.printer import print_ir
+from tiledsl.ir.targets import build_arch
 from tiledsl.passes import STAGE_NAMES
-from tiledsl.printer import print_ir
-from tiledsl.run import default_cpu_size, run_cpu
-from tiledsl.targets import build_arch
 
 SEED = 20240611
 
@@ -136,7 +136,7 @@ def test_interpreter_at_the_default_size(path: Path) -> None:
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 @pytest.mark.parametrize("path", cuda_example_params())
 def test_nvcc_builds_it_without_spills(path: Path) -> None:
-    from tiledsl.toolchain import compile_cubin
+    from tiledsl.gpu.toolchain import compile_cubin
 
     compiled = compile_file(path)
     reports = compile_cubin(compiled.source, build_arch("sm_90", compiled.kernels), path.stem)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tiledsl.expr import Const, Var, ceil_div, evaluate, substitute, to_c, variables
-from tiledsl.verify import interval, pow2_alignment
+from tiledsl.ir.expr import Const, Var, ceil_div, evaluate, substitute, to_c, variables
+from tiledsl.ir.verify import interval, pow2_alignment
 
 x, y = Var("x"), Var("y")
 

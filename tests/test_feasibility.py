@@ -1,7 +1,7 @@
 """The S4000 seed's feasibility tables (§3.1, Tables 1-3) out of `tiledsl check --sweep`.
 
 The seed's printed columns are copied here once, as the numbers to reproduce; the
-model (tiledsl.feasibility) computes them from the schedule. Where the seed's
+model (tiledsl.models.feasibility) computes them from the schedule. Where the seed's
 rows are not consistent with its own method (Table 1's row 5 and its halved
 blocks' registers, Table 2's 38912, Table 3's shared memory), the tests pin what
 the model says instead and why; docs/language.md explains the same.
@@ -17,7 +17,7 @@ import pytest
 from helpers import ROOT, cli
 
 from tiledsl.driver import compile_file
-from tiledsl.feasibility import seed_registers_per_warp, sweep
+from tiledsl.models.feasibility import seed_registers_per_warp, sweep
 
 TABLE1 = ROOT / "examples" / "s4000_table1.tile"
 TABLE3 = ROOT / "examples" / "s4000.tile"
@@ -180,7 +180,7 @@ def test_sweep_rows_respect_every_limit_they_report(path) -> None:
 
 
 def test_halving_takes_the_longer_side_first() -> None:
-    from tiledsl.feasibility import halve_warps
+    from tiledsl.models.feasibility import halve_warps
 
     seen = [(2, 4)]
     for _ in itertools.repeat(None, 3):

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from tiledsl.commands.run import default_cpu_size, run_cpu, run_gpu
 from tiledsl.driver import compile_source
 from tiledsl.errors import TileError
-from tiledsl.ir import AsyncWait, Barrier, For, If, LoadFrag, map_body, walk
-from tiledsl.run import default_cpu_size, run_cpu, run_gpu
-from tiledsl.runtime import gpu_available
+from tiledsl.gpu.runtime import gpu_available
+from tiledsl.ir.nodes import AsyncWait, Barrier, For, If, LoadFrag, map_body, walk
 
 KERNEL = """kernel fb {{
     A: f16[M, K] {a}

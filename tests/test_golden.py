@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tiledsl.driver import compile_file
-from tiledsl.printer import print_ir
+from tiledsl.ir.printer import print_ir
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from helpers import cli, cuda_example_params
 
+from tiledsl.commands.run import default_cpu_size, run_gpu
 from tiledsl.driver import compile_file
 from tiledsl.errors import TileError, ToolchainError
+from tiledsl.gpu.runtime import gpu_available
 from tiledsl.passes import STAGE_NAMES
-from tiledsl.run import default_cpu_size, run_gpu
-from tiledsl.runtime import gpu_available
 
 pytestmark = [
     pytest.mark.gpu,
@@ -83,7 +83,7 @@ def test_cli_run_on_the_gpu(path: Path, capsys) -> None:
 
 
 def test_nvrtc_failure_keeps_the_source() -> None:
-    from tiledsl import runtime
+    from tiledsl.gpu import runtime
 
     with pytest.raises(ToolchainError) as info:
         runtime.load_module("this is not C++", "sm_90")
@@ -98,7 +98,7 @@ def test_nvrtc_failure_keeps_the_source() -> None:
 
 
 def test_toolkit_headers_for_wmma() -> None:
-    from tiledsl.runtime import cuda_include_dir
+    from tiledsl.gpu.runtime import cuda_include_dir
 
     inc = cuda_include_dir()
     assert (inc / "crt" / "mma.h").is_file()
@@ -106,7 +106,7 @@ def test_toolkit_headers_for_wmma() -> None:
 
 
 def test_device_is_described() -> None:
-    from tiledsl import runtime
+    from tiledsl.gpu import runtime
 
     assert runtime.device_arch().startswith("sm_")
     assert runtime.device_name()

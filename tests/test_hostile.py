@@ -19,7 +19,7 @@ import pytest
 from helpers import ROOT, cli, kernel_text
 
 from tiledsl.errors import TileError
-from tiledsl.parser import parse
+from tiledsl.frontend.parser import parse
 
 HGEMM = (ROOT / "examples" / "hgemm.tile").read_text()
 EPILOGUE = (ROOT / "examples" / "epilogue.tile").read_text()
@@ -391,7 +391,7 @@ def test_the_interpreter_models_32_bit_ints():
     import numpy as np
 
     from tiledsl.driver import compile_source
-    from tiledsl.interp import InterpreterError, interpret
+    from tiledsl.interp.interpreter import InterpreterError, interpret
 
     kernel = compile_source(HGEMM.replace("grouped 8", "grouped 1000000"), "k.tile").kernel()
     sizes = {"M": 128, "N": 2**28, "K": 64}
@@ -600,7 +600,7 @@ def test_a_file_of_only_comments_has_no_kernel(tmp_path, capsys):
 
 @pytest.mark.parametrize("sidecar", ["[]", "null", "5", '"x"', "\xff"])
 def test_a_cache_sidecar_that_is_not_an_object_is_a_miss(tmp_path, sidecar):
-    from tiledsl import cache
+    from tiledsl.gpu import cache
 
     fields = {"format": 1, "source_sha256": "x"}
     key = cache.digest(fields)
@@ -637,7 +637,7 @@ GOOD = {
     ],
 )
 def test_a_bad_record_line_is_skipped_with_its_line_named(tmp_path, line, why):
-    from tiledsl.tune_record import read_record, reusable
+    from tiledsl.tune.record import read_record, reusable
 
     path = tmp_path / "tune.jsonl"
     path.write_bytes(json.dumps(GOOD).encode() + b"\n" + line + b"\n")
@@ -654,8 +654,8 @@ def test_a_bad_record_line_is_skipped_with_its_line_named(tmp_path, line, why):
 @pytest.mark.parametrize("path", sorted(ROOT.glob("examples/**/*.tile")), ids=lambda p: p.name)
 def test_the_analysis_counts_shared_memory_as_the_passes_build_it(path):
     """Exact where the pad is known, a floor under `pad auto` (whose pad comes later)."""
-    from tiledsl.analysis import shared_memory_bytes
     from tiledsl.driver import compile_source
+    from tiledsl.frontend.analysis import shared_memory_bytes
 
     for kernel in compile_source(path.read_text(), str(path)).kernels:
         s, g = kernel.schedule, kernel.gemm

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tiledsl.commands.run import run_cpu
 from tiledsl.driver import compile_file, compile_source
 from tiledsl.errors import TileError
-from tiledsl.interp import InterpreterError, RaceError, interpret
-from tiledsl.ir import Barrier, Copy, For, SharedTile
-from tiledsl.oracle import check_exact, from_storage, make_inputs, to_storage
-from tiledsl.run import run_cpu
+from tiledsl.interp.interpreter import InterpreterError, RaceError, interpret
+from tiledsl.interp.oracle import check_exact, from_storage, make_inputs, to_storage
+from tiledsl.ir.nodes import Barrier, Copy, For, SharedTile
 
 ROOT = Path(__file__).resolve().parent.parent
 

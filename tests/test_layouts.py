@@ -12,9 +12,9 @@ import shutil
 
 import pytest
 
+from tiledsl.commands.run import run_cpu
 from tiledsl.driver import compile_source
-from tiledsl.run import run_cpu
-from tiledsl.toolchain import compile_cubin
+from tiledsl.gpu.toolchain import compile_cubin
 
 TEMPLATE = """kernel lay {{
     A: f16[{a_dims}] {a_layout}

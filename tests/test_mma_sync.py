@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 from helpers import ROOT, cli, cuda_example_params
 
-from tiledsl.banks import conflicts
+from tiledsl.commands.run import default_cpu_size, run_cpu, run_gpu
 from tiledsl.driver import compile_source
 from tiledsl.errors import TileError
-from tiledsl.ir import SharedBuffer, xor_geometry
+from tiledsl.gpu.runtime import gpu_available
+from tiledsl.ir.nodes import SharedBuffer, xor_geometry
+from tiledsl.models.banks import conflicts
 from tiledsl.passes import STAGE_NAMES
-from tiledsl.run import default_cpu_size, run_cpu, run_gpu
-from tiledsl.runtime import gpu_available
 
 MMA_EXAMPLE = ROOT / "examples" / "hgemm_mma.tile"
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tiledsl.commands.run import default_cpu_size, run_cpu
 from tiledsl.driver import compile_file, compile_source
 from tiledsl.errors import TileError
-from tiledsl.run import default_cpu_size, run_cpu
 
 ROOT = Path(__file__).resolve().parent.parent
 S4000 = ROOT / "examples" / "s4000.tile"

@@ -1,4 +1,4 @@
-"""User names in the generated C++: the emitters spell no identifier that tiledsl.names does
+"""User names in the generated C++: the emitters spell no identifier that tiledsl.frontend.names does
 not know of, so that the refusals there are complete (issue 15, item 5).
 
 The scan reads every example's generated source on each path (WMMA, mma.sync, wgmma, MUSA;
@@ -18,10 +18,10 @@ import pytest
 from header_names import file_scope_names, preprocessed, stored
 from helpers import EXAMPLES, example_id
 
-from tiledsl import names
 from tiledsl.driver import compile_source
-from tiledsl.parser import parse
-from tiledsl.syntax import Word
+from tiledsl.frontend import names
+from tiledsl.frontend.parser import parse
+from tiledsl.frontend.syntax import Word
 
 _STRIP = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\])*"|^\s*#[^\n]*', re.S | re.M)
 _TOKEN = re.compile(r"\d[\w.]*|::|->|\.|[A-Za-z_]\w*|\S")
@@ -91,6 +91,6 @@ def test_header_names_are_loaded_without_their_comment():
 def test_header_names_cover_the_installed_toolkit():
     missing = file_scope_names(preprocessed()) - stored()
     assert not missing, (
-        f"{len(missing)} names the headers declare are not in tiledsl/header_names.txt "
+        f"{len(missing)} names the headers declare are not in tiledsl/frontend/header_names.txt "
         f"(e.g. {sorted(missing)[:5]}): run `python3 tests/header_names.py`"
     )

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiledsl.errors import Diagnostic, TileError
-from tiledsl.parser import parse
+from tiledsl.frontend.parser import parse
 
 DIRECTIVE_LIST = (
     "the directives are: block, mma, coarsen, stages, fragment_buffers, copy, pad, swizzle, sync, "

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiledsl.errors import NOWHERE
-from tiledsl.formatter import format_program
-from tiledsl.parser import parse
-from tiledsl.syntax import (
+from tiledsl.frontend.formatter import format_program
+from tiledsl.frontend.parser import parse
+from tiledsl.frontend.syntax import (
     DIRECTIVES,
     Access,
     Call,

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tiledsl.banks import PAD_CANDIDATES
 from tiledsl.driver import compile_file, compile_source
 from tiledsl.errors import TileError
-from tiledsl.interp import InterpreterError, RaceError, interpret
-from tiledsl.ir import AsyncWait, Barrier, Copy, For, If, KernelIR, SharedTile, walk
-from tiledsl.oracle import check_exact, from_storage, make_inputs, to_storage
+from tiledsl.interp.interpreter import InterpreterError, RaceError, interpret
+from tiledsl.interp.oracle import check_exact, from_storage, make_inputs, to_storage
+from tiledsl.ir.nodes import AsyncWait, Barrier, Copy, For, If, KernelIR, SharedTile, walk
+from tiledsl.models.banks import PAD_CANDIDATES
 from tiledsl.passes import STAGE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent

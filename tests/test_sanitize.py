@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from helpers import cli
 
-from tiledsl import sanitize as S
+from tiledsl.commands import sanitize as S
 from tiledsl.errors import ToolchainError
-from tiledsl.runtime import gpu_available
+from tiledsl.gpu.runtime import gpu_available
 
 BANNER = "========= COMPUTE-SANITIZER\n"
 CHILD = (
@@ -145,7 +145,7 @@ def test_commands() -> None:
     assert child == [
         sys.executable,
         "-m",
-        "tiledsl.sanitize",
+        "tiledsl.commands.sanitize",
         "examples/hgemm.tile",
         "--kernel",
         "hgemm",
@@ -278,7 +278,7 @@ def test_sanitize_with_cpu_is_a_usage_error(capsys, examples_dir) -> None:
 
 
 def test_sanitize_without_a_gpu(capsys, examples_dir, monkeypatch) -> None:
-    monkeypatch.setattr("tiledsl.runtime.gpu_available", lambda: False)
+    monkeypatch.setattr("tiledsl.gpu.runtime.gpu_available", lambda: False)
     r = cli(["run", examples_dir / "hgemm.tile", "--sanitize", "memcheck"], capsys)
     assert r.code == 1 and "--sanitize needs a CUDA GPU" in r.err
 
@@ -297,7 +297,7 @@ def fake_sanitize(monkeypatch):
         ok = tool != "synccheck"
         return S.Result(tool, kernel, size, ok, "canned", command=["cs"])
 
-    monkeypatch.setattr("tiledsl.runtime.gpu_available", lambda: True)
+    monkeypatch.setattr("tiledsl.gpu.runtime.gpu_available", lambda: True)
     monkeypatch.setattr(S, "sanitize", fake)
     return calls
 

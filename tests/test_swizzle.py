@@ -1,4 +1,4 @@
-"""Block rasterization (tiledsl.grid.raster_steps): every raster is a bijection, in its order.
+"""Block rasterization (tiledsl.ir.grid.raster_steps): every raster is a bijection, in its order.
 
 The steps map a block id `pid` to its tile (bm, bn). They are evaluated here the way
 the interpreter evaluates them (in order, each over the names before it), but over a
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiledsl.expr import evaluate
-from tiledsl.grid import raster_steps
+from tiledsl.ir.expr import evaluate
+from tiledsl.ir.grid import raster_steps
 
 PARAMS = range(1, 10)
 RASTERS = [("none", 0)] + [(kind, p) for kind in ("grouped", "zigzag") for p in PARAMS]

@@ -9,10 +9,10 @@ import numpy as np
 from helpers import cli
 
 from tiledsl.driver import compile_source
-from tiledsl.hazards import decide
-from tiledsl.interp import interpret
-from tiledsl.ir import Barrier, For
-from tiledsl.oracle import check_exact, from_storage, make_inputs, to_storage
+from tiledsl.interp.interpreter import interpret
+from tiledsl.interp.oracle import check_exact, from_storage, make_inputs, to_storage
+from tiledsl.ir.nodes import Barrier, For
+from tiledsl.models.hazards import decide
 from tiledsl.passes.sync_elimination import sync_elimination
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,7 +24,7 @@ def source(name: str, sync: str = "minimal") -> str:
 
 
 def barriers(kernel):
-    from tiledsl.ir import walk
+    from tiledsl.ir.nodes import walk
 
     return [s for s in walk(kernel.body) if isinstance(s, Barrier)]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tiledsl.errors import ToolchainError
-from tiledsl.toolchain import PtxasReport, compile_cubin, parse_ptxas
+from tiledsl.gpu.toolchain import PtxasReport, compile_cubin, parse_ptxas
 
 # `nvcc -cubin -arch=sm_90 -Xptxas -v` on two kernels, one spilling; the second in the
 # older style that ends its resource line with shared and constant memory.
@@ -163,6 +163,6 @@ def test_compile_cubin_reproducing_command_builds_the_fixed_source() -> None:
 
 
 def test_compile_cubin_without_nvcc(monkeypatch) -> None:
-    monkeypatch.setattr("tiledsl.toolchain.shutil.which", lambda name: None)
+    monkeypatch.setattr("tiledsl.gpu.toolchain.shutil.which", lambda name: None)
     with pytest.raises(ToolchainError, match="nvcc was not found"):
         compile_cubin(BROKEN, "sm_90", "broken")

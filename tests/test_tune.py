@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, cli, kernel_text, line_of
 
-from tiledsl import tune
 from tiledsl.driver import compile_program, compile_source
 from tiledsl.errors import TileError
-from tiledsl.formatter import format_program
-from tiledsl.parser import parse
-from tiledsl.runtime import gpu_available
-from tiledsl.space import MAX_POINTS, expand, point_count
-from tiledsl.tune import choose, sample_order, verdict
-from tiledsl.tune_record import Result, read_record, reusable
+from tiledsl.frontend.formatter import format_program
+from tiledsl.frontend.parser import parse
+from tiledsl.gpu.runtime import gpu_available
+from tiledsl.tune import search as tune
+from tiledsl.tune.record import Result, read_record, reusable
+from tiledsl.tune.search import choose, sample_order, verdict
+from tiledsl.tune.space import MAX_POINTS, expand, point_count
 
 SPACE = ROOT / "bench" / "tune" / "hgemm_space.tile"
 
@@ -356,8 +356,8 @@ def test_a_musa_space_is_listed_but_not_timed(tmp_path: Path, capsys) -> None:
 
 
 def test_the_gpu_timer_reports_compile_errors_then_times_the_rest(monkeypatch) -> None:
-    from tiledsl import tune_gpu
     from tiledsl.errors import ToolchainError
+    from tiledsl.tune import workers as tune_gpu
 
     points = [p for p in expand(space()) if "coarsen 1 x 1" in p.label]
     broken = points[1].program
@@ -397,14 +397,14 @@ def test_cli_dry_run_lists_points_and_exits_0(tmp_path: Path, capsys) -> None:
 
 
 def test_cli_without_a_gpu_exits_1(tmp_path: Path, capsys, monkeypatch) -> None:
-    monkeypatch.setattr("tiledsl.tune_gpu.gpu_timer", lambda: None)
+    monkeypatch.setattr("tiledsl.tune.workers.gpu_timer", lambda: None)
     r = cli(["tune", write(tmp_path), "--jobs", "1"], capsys)
     assert r.code == 1
     assert "timing needs a CUDA GPU" in r.err
 
 
 def test_cli_tunes_with_a_gpu(tmp_path: Path, capsys, monkeypatch) -> None:
-    monkeypatch.setattr("tiledsl.tune_gpu.gpu_timer", FakeTimer)
+    monkeypatch.setattr("tiledsl.tune.workers.gpu_timer", FakeTimer)
     record, best = tmp_path / "r.jsonl", tmp_path / "out" / "b.tile"
     argv = ["tune", write(tmp_path), "--size", "256x128x64", "--record", record, "-o", best]
     r = cli([*argv, "--jobs", "1"], capsys)
@@ -467,7 +467,7 @@ def test_the_hgemm_space_prunes_to_72_points_that_compile() -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")
 def test_tune_on_the_gpu(tmp_path: Path, capsys) -> None:
-    from tiledsl.tune_gpu import gpu_timer
+    from tiledsl.tune.workers import gpu_timer
 
     text = kernel_text("block {64, 128} x 64 x 32", "coarsen {1, 2} x 2", "stages {1, 2}")
     record, best = tmp_path / "record.jsonl", tmp_path / "best.tile"

@@ -4,7 +4,7 @@ Each combination runs in the numpy interpreter against the exact oracle (integer
 inputs, exact in every type; under f16 accumulation at most 500 columns of K are
 non-zero so that partial sums stay exact) and the statistical one, at a multiple
 of the block tile and at an odd size (the guarded twin); all of them compile with
-nvcc. bf16 is stored as its bit patterns (tiledsl.dtypes) and rounded to nearest
+nvcc. bf16 is stored as its bit patterns (tiledsl.ir.dtypes) and rounded to nearest
 even, as `__float2bfloat16` does.
 """
 
@@ -16,10 +16,10 @@ import shutil
 import numpy as np
 import pytest
 
+from tiledsl.commands.run import run_cpu
 from tiledsl.driver import compile_source
-from tiledsl.dtypes import decode, encode
 from tiledsl.errors import TileError
-from tiledsl.run import run_cpu
+from tiledsl.ir.dtypes import decode, encode
 
 TEMPLATE = """kernel {name} {{
     A: {t_in}[M, K] row
@@ -126,7 +126,7 @@ def test_musa_refuses_f16_accumulation_and_bf16() -> None:
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 def test_every_type_combination_compiles_without_spills() -> None:
-    from tiledsl.toolchain import compile_cubin
+    from tiledsl.gpu.toolchain import compile_cubin
 
     text = "".join(
         kernel_text(*combo, name=f"k{i}", c_layout=("row", "col")[i % 2])

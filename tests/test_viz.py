@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, cli, example_params, kernel_text, line_of
 
-from tiledsl.banks import fragment_ways
 from tiledsl.driver import compile_source
-from tiledsl.ir import For
+from tiledsl.ir.nodes import For
+from tiledsl.models.banks import fragment_ways
 from tiledsl.passes import STAGE_NAMES
 from tiledsl.viz import viz_source, write_viz
 from tiledsl.viz.bank_map import fragment_loads, phases
@@ -151,7 +151,7 @@ def test_a_removed_barrier_is_struck_through_with_its_reason(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("path", example_params())
 def test_the_bank_map_is_the_bank_model(path: Path) -> None:
-    """Each phase's ways, as drawn, agree with `tiledsl.banks` (what `check` prints)."""
+    """Each phase's ways, as drawn, agree with `tiledsl.models.banks` (what `check` prints)."""
     for kernel in compile_source(path.read_text(), str(path)).kernels:
         for name, load in fragment_loads(kernel):
             buf = kernel.buffer(name)

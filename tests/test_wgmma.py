@@ -19,15 +19,15 @@ import numpy as np
 import pytest
 from helpers import ROOT, cli
 
+from tiledsl.commands.run import default_cpu_size, run_cpu, run_gpu
 from tiledsl.driver import compile_file, compile_source, lower_program
 from tiledsl.errors import TileError
-from tiledsl.hazards import decide
-from tiledsl.ir import MmaWait, SharedBuffer, map_body
-from tiledsl.parser import parse
+from tiledsl.frontend.parser import parse
+from tiledsl.gpu.runtime import gpu_available
+from tiledsl.ir.nodes import MmaWait, SharedBuffer, map_body
+from tiledsl.ir.targets import build_arch
+from tiledsl.models.hazards import decide
 from tiledsl.passes import STAGE_NAMES
-from tiledsl.run import default_cpu_size, run_cpu, run_gpu
-from tiledsl.runtime import gpu_available
-from tiledsl.targets import build_arch
 
 TUNED = ROOT / "examples" / "tuned" / "wgmma_f32acc.tile"
 
@@ -85,7 +85,7 @@ def test_panel_layout_is_the_128_byte_swizzle() -> None:
 
 
 def test_panel_layout_index_expressions_match_numbers() -> None:
-    from tiledsl.expr import Var, evaluate
+    from tiledsl.ir.expr import Var, evaluate
 
     buf = SharedBuffer("As", "f16", 3, 128, 128, 128, "test", xor=True, panel=64)
     e = buf.element(Var("s"), Var("r"), Var("c"))

@@ -16,9 +16,9 @@ from .errors import TileError, ToolchainError, UsageError
 from .files import OutputError, check_outputs, read_source, write_outputs
 from .limits import GRID_Y_MAX
 from .passes import STAGE_NAMES
-from .space import MAX_POINTS
+from .tune.space import MAX_POINTS
 
-SANITIZER_TOOLS = ("racecheck", "memcheck", "synccheck")  # tiledsl.sanitize.TOOLS
+SANITIZER_TOOLS = ("racecheck", "memcheck", "synccheck")  # tiledsl.commands.sanitize.TOOLS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -292,7 +292,7 @@ def _tune_command(sub) -> None:
 
 
 def _size(text: str) -> tuple[int, int, int]:
-    from .run import parse_size
+    from .commands.run import parse_size
 
     try:
         return parse_size(text)
@@ -345,7 +345,7 @@ def _read(path: str) -> tuple[str, str]:
 
 def _compile(args) -> int:
     from .driver import compile_source
-    from .printer import print_ir
+    from .ir.printer import print_ir
 
     text, name = _read(args.file)
     compiled = compile_source(text, name, args.target, args.stop_after)
@@ -359,7 +359,7 @@ def _compile(args) -> int:
                 print(f"// ----- IR of {kernel.edge.name}: {kernel.name}'s guarded twin (edges)")
                 print(print_ir(kernel.edge))
     if args.explain_sync:
-        from .explain import explain_sync
+        from .commands.explain import explain_sync
 
         print(explain_sync(compiled.kernels, text))
     reports = _ptxas_reports(compiled, name) if args.ptxas else []  # before anything is written
@@ -377,8 +377,8 @@ def _compile(args) -> int:
 
 
 def _ptxas_reports(compiled, name: str) -> list[str]:
-    from .targets import build_arch
-    from .toolchain import compile_cubin
+    from .gpu.toolchain import compile_cubin
+    from .ir.targets import build_arch
 
     arch = build_arch(compiled.kernels[0].target.arch, compiled.kernels)
     reports = compile_cubin(compiled.source, arch, Path(name).stem).values()
@@ -386,9 +386,9 @@ def _ptxas_reports(compiled, name: str) -> list[str]:
 
 
 def _run(args) -> int:
+    from .commands.run import SizeError, default_cpu_size, run_cpu, run_gpu
     from .driver import compile_source
-    from .run import SizeError, default_cpu_size, run_cpu, run_gpu
-    from .runtime import gpu_available
+    from .gpu.runtime import gpu_available
 
     text, name = _read(args.file)
     sizes = list(args.size or ())
@@ -446,9 +446,9 @@ def _run(args) -> int:
 
 
 def _sanitize(args, name: str, compiled, kernels, sizes) -> int:
-    from .run import SizeError, check_size, default_cpu_size
-    from .runtime import gpu_available
-    from .sanitize import sanitize
+    from .commands.run import SizeError, check_size, default_cpu_size
+    from .commands.sanitize import sanitize
+    from .gpu.runtime import gpu_available
 
     if args.cpu:
         raise UsageError("--sanitize runs on the GPU; it cannot be combined with --cpu")
@@ -474,9 +474,9 @@ def _sanitize(args, name: str, compiled, kernels, sizes) -> int:
 
 
 def _bench(args) -> int:
-    from . import bench
-    from .run import SizeError
-    from .runtime import device_info, gpu_available
+    from .commands import bench
+    from .commands.run import SizeError
+    from .gpu.runtime import device_info, gpu_available
 
     text, name = _read(args.file)
     check_outputs([p for p in (args.json, args.plot) if p], inputs=[Path(name)])
@@ -517,13 +517,13 @@ def _bench(args) -> int:
 
 
 def _doctor(args) -> int:
-    from .doctor import doctor
+    from .commands.doctor import doctor
 
     return doctor()
 
 
 def _check(args) -> int:
-    from .check import check_source
+    from .commands.check import check_source
 
     if args.reserve and not args.sweep:  # it only changes the sweep: say so, not ignore it
         raise UsageError("--reserve sets aside registers in the --sweep table; add --sweep")
@@ -550,8 +550,8 @@ def _viz(args) -> int:
 
 
 def _tune(args) -> int:
-    from . import tune_gpu
-    from .tune import cpu_cores, tune_file
+    from .tune import workers as tune_gpu
+    from .tune.search import cpu_cores, tune_file
 
     text, name = _read(args.file)
     return tune_file(

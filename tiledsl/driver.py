@@ -15,21 +15,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .analysis import Analysis, analyze
-from .edges import edge_twin
 from .emit import emit
+from .emit.launch import Launch, launch_of
 from .errors import Collector, TileError
-from .ir import KernelIR
-from .launch import Launch, launch_of
+from .frontend.analysis import Analysis, analyze
+from .frontend.names import check_program_names
+from .frontend.parser import parse
+from .frontend.refusals import refuse_unbuilt
+from .frontend.syntax import Program
+from .ir.nodes import KernelIR
+from .ir.targets import parse_target_name
+from .ir.verify import limit_problems, verify
 from .limits import MAX_KERNELS
-from .lower import lower
-from .names import check_program_names
-from .parser import parse
+from .lowering.edges import edge_twin
+from .lowering.lower import lower
 from .passes import LOWER, PASSES, run_pipeline
-from .support import refuse_unbuilt
-from .syntax import Program
-from .targets import parse_target_name
-from .verify import limit_problems, verify
 
 Snapshot = tuple[str, KernelIR, bool]
 
@@ -104,7 +104,7 @@ def lower_program(
         key = parse_target_name(target)
         if key is None:
             from .errors import UsageError
-            from .targets import TARGETS
+            from .ir.targets import TARGETS
 
             raise UsageError(f"unknown target '{target}'; targets are: {', '.join(TARGETS)}")
 

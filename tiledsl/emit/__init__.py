@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..ir import KernelIR
+from ..ir.nodes import KernelIR
 from .cuda import CudaEmitter
 from .musa import MusaEmitter
 

@@ -9,10 +9,10 @@ that its default applies) and what it did to the code.
 from __future__ import annotations
 
 from .. import __version__
-from ..epilogue_ops import Epilogue
-from ..expr import Expr, to_c
-from ..grid import block_tile, grid_vars
-from ..ir import (
+from ..ir.epilogue import Epilogue
+from ..ir.expr import Expr, to_c
+from ..ir.grid import block_tile, grid_vars
+from ..ir.nodes import (
     C_TYPES,
     DTYPE_BYTES,
     AsyncCommit,
@@ -33,9 +33,10 @@ from ..ir import (
     walk,
     xor_geometry,
 )
-from ..launch import launch_of
-from ..lower import named_constants
-from . import ptx_mma, wgmma
+from ..lowering.lower import named_constants
+from . import mma_sync as ptx_mma
+from . import wgmma
+from .launch import launch_of
 
 _VECTOR_TYPES = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
 _RASTER_MEANING = {

@@ -11,10 +11,10 @@ front end against a declaration-only header; it is not run here (no MUSA hardwar
 
 from __future__ import annotations
 
-from ..expr import to_c
-from ..ir import KernelIR
-from ..launch import launch_of
+from ..ir.expr import to_c
+from ..ir.nodes import KernelIR
 from .cuda import CudaEmitter
+from .launch import launch_of
 
 
 class MusaEmitter(CudaEmitter):

@@ -32,7 +32,7 @@ shared memory up to 1024 bytes, where the swizzle's phase is zero.
 from __future__ import annotations
 
 from ..errors import error
-from ..ir import (
+from ..ir.nodes import (
     DTYPE_BYTES,
     Barrier,
     Fill,
@@ -46,7 +46,7 @@ from ..ir import (
     MmaWait,
     StoreFrag,
 )
-from .ptx_mma import float_pairs
+from .mma_sync import float_pairs
 
 _HELPERS = """\
 // wgmma path (mma m64nNk16, sm_90a): a warpgroup's A and B are read from 128-byte-

@@ -5,7 +5,7 @@ on by its schedule directive (`enabled`). The pipeline runs the enabled passes
 in order and calls `after_each(name, kernel)` after every one — where the
 verifier runs, and where `--print-ir-after-all` and pictures hook in.
 
-A pass not built yet is not registered; `tiledsl.support` refuses its
+A pass not built yet is not registered; `tiledsl.frontend.refusals` refuses its
 directive before the pipeline starts.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..errors import Diagnostic, TileError
-from ..ir import KernelIR
-from ..schedule import Schedule
+from ..ir.nodes import KernelIR
+from ..ir.schedule import Schedule
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..expr import Const, Var, add, floordiv, mod, mul, substitute
-from ..ir import (
+from ..ir.expr import Const, Var, add, floordiv, mod, mul, substitute
+from ..ir.nodes import (
     AsyncCommit,
     AsyncWait,
     Barrier,

@@ -9,8 +9,8 @@ tile fetched in one step and the first of the next are of the same operand:
 
 from __future__ import annotations
 
-from ..expr import Const, Expr
-from ..ir import Copy, If, Stmt
+from ..ir.expr import Const, Expr
+from ..ir.nodes import Copy, If, Stmt
 
 
 def ordered(copies: list[Copy], a_name: str, order: str, step: Expr) -> tuple[Stmt, ...]:

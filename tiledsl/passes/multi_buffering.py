@@ -38,8 +38,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..expr import Const, Var, substitute
-from ..ir import (
+from ..ir.expr import Const, Var, substitute
+from ..ir.nodes import (
     AsyncCommit,
     AsyncWait,
     Barrier,

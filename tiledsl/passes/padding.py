@@ -3,7 +3,7 @@ B tiles, or (`pad xor`) no padding and an XOR permutation of each row's 16-byte 
 
 Every index into a shared buffer is computed from its pitch (`As[slot][row][col]`
 with rows `pitch` elements apart), so the pass only changes the pitch; the bank
-model (tiledsl.banks) tells `pad auto` which pad removes the most conflicts. `pad xor`
+model (tiledsl.models.banks) tells `pad auto` which pad removes the most conflicts. `pad xor`
 keeps the natural pitch and marks the tiles swizzled: `SharedBuffer.element`, which
 every reader of shared memory goes through, then applies the permutation. On the wgmma
 path it is the hardware's 128-byte swizzle: lines are cut into 128-byte panels, stored
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..banks import best_pad
-from ..ir import DTYPE_BYTES, KernelIR
+from ..ir.nodes import DTYPE_BYTES, KernelIR
+from ..models.banks import best_pad
 
 
 def padding(kernel: KernelIR) -> KernelIR:

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..expr import Const, Var
-from ..ir import (
+from ..ir.expr import Const, Var
+from ..ir.nodes import (
     DTYPE_BYTES,
     Barrier,
     Copy,

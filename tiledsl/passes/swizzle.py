@@ -1,6 +1,6 @@
 """swizzle (`swizzle grouped G`, `swizzle zigzag W`): the order in which blocks visit tiles.
 
-The pass records the raster in the IR; `tiledsl.grid` turns it into the block
+The pass records the raster in the IR; `tiledsl.ir.grid` turns it into the block
 id -> (bm, bn) expressions that the emitter, the interpreter and the launcher
 share. Both orders are bijections for any grid (tests/test_swizzle.py).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import KernelIR
+from ..ir.nodes import KernelIR
 
 
 def swizzle(kernel: KernelIR) -> KernelIR:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..hazards import decide
-from ..ir import Barrier, KernelIR, map_body
+from ..ir.nodes import Barrier, KernelIR, map_body
+from ..models.hazards import decide
 
 
 def sync_elimination(kernel: KernelIR) -> KernelIR:

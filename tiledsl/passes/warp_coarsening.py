@@ -22,8 +22,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..expr import Const, Var, substitute
-from ..ir import Barrier, Copy, Fill, For, FragRef, KernelIR, LoadFrag, Mma, StoreFrag, map_body
+from ..ir.expr import Const, Var, substitute
+from ..ir.nodes import (
+    Barrier,
+    Copy,
+    Fill,
+    For,
+    FragRef,
+    KernelIR,
+    LoadFrag,
+    Mma,
+    StoreFrag,
+    map_body,
+)
 
 I, J = Var("i"), Var("j")
 

@@ -28,9 +28,9 @@ import graphviz
 from ..driver import Compiled, compile_source
 from ..errors import ToolchainError, UsageError
 from ..files import write_outputs
-from ..ir import KernelIR
+from ..ir.nodes import KernelIR
+from ..ir.printer import print_ir
 from ..passes import STAGE_NAMES
-from ..printer import print_ir
 from .bank_map import banks_graph
 from .ir_graph import pass_info, stage_graph
 from .page import index_html

@@ -5,7 +5,7 @@
 For the first fragment load from each tile buffer, at the natural pitch (before
 padding) and at the kernel's pitch: one cell per 4-byte word of the fragment, holding
 its bank (32 banks of 4 bytes) and coloured by its 16-byte bank group. The model is
-`tiledsl.banks`: a fragment load is served in phases of 8 lines x 16 bytes, and lines
+`tiledsl.models.banks`: a fragment load is served in phases of 8 lines x 16 bytes, and lines
 of one phase whose 16 bytes fall in the same group conflict; such cells are outlined
 in red, and each phase says its ways (1 = conflict-free). A table of every modelled
 access, before and after padding, follows (the numbers `tiledsl check` prints).
@@ -17,9 +17,9 @@ from collections import Counter
 
 import graphviz
 
-from ..check import bank_rows, tile_buffers
-from ..ir import DTYPE_BYTES, KernelIR, LoadFrag, SharedBuffer, walk
-from ..printer import tile_text
+from ..commands.check import bank_rows, tile_buffers
+from ..ir.nodes import DTYPE_BYTES, KernelIR, LoadFrag, SharedBuffer, walk
+from ..ir.printer import tile_text
 from . import style
 from .style import esc, font
 
@@ -48,7 +48,7 @@ def banks_graph(kernel: KernelIR, file: str) -> str:
             f"{kernel.name} · shared-memory banks of one fragment load",
             f"{file} · {kernel.target.name} · 32 banks of 4 bytes; a fragment load is served "
             "in phases of 8 lines x 16 bytes; lines of a phase in one 16-byte bank group "
-            "conflict (tiledsl.banks, the model `tiledsl check` prints)",
+            "conflict (the bank model `tiledsl check` prints)",
         ),
     )
     g.attr("node", shape="plain")

@@ -13,7 +13,7 @@ the colour of the stripe on every statement that touches them.
 
 from __future__ import annotations
 
-from ..ir import KernelIR
+from ..ir.nodes import KernelIR
 from . import style
 from .diff import diff_named
 from .style import esc, font

@@ -21,8 +21,8 @@ import dataclasses
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from ..expr import Expr
-from ..ir import (
+from ..ir.expr import Expr
+from ..ir.nodes import (
     Barrier,
     Copy,
     Fill,
@@ -35,7 +35,7 @@ from ..ir import (
     SharedTile,
     StoreFrag,
 )
-from ..printer import stmt_text, tile_text
+from ..ir.printer import stmt_text, tile_text
 
 
 @dataclass(frozen=True)

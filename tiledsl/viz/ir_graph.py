@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import graphviz
 
-from ..expr import to_c
-from ..ir import (
+from ..ir.expr import to_c
+from ..ir.nodes import (
     AsyncCommit,
     AsyncWait,
     Barrier,
@@ -38,8 +38,8 @@ from ..ir import (
     SharedTile,
     StoreFrag,
 )
+from ..ir.printer import tile_text
 from ..passes import PASSES
-from ..printer import tile_text
 from . import style
 from .declarations import data_colours, declarations, legend
 from .diff import Item, bodies, counts, diff_body, diff_named, generic_text, text, unchanged

@@ -16,10 +16,20 @@ from __future__ import annotations
 import graphviz
 import numpy as np
 
-from ..check import tile_buffers
-from ..expr import evaluate
-from ..grid import block_tile
-from ..ir import AsyncWait, Barrier, Copy, For, GlobalTile, If, KernelIR, LoadFrag, SharedTile
+from ..commands.check import tile_buffers
+from ..ir.expr import evaluate
+from ..ir.grid import block_tile
+from ..ir.nodes import (
+    AsyncWait,
+    Barrier,
+    Copy,
+    For,
+    GlobalTile,
+    If,
+    KernelIR,
+    LoadFrag,
+    SharedTile,
+)
 from . import style
 from .diff import bodies
 from .style import esc, font

@@ -1,0 +1,608 @@
+"""`tiledsl check`: the feasibility report of a schedule (the S4000 seed's table, one row).
+
+    report = check_source(text, "hgemm.tile")           # every kernel of the file
+    est = register_estimate(kernel)                     # the seed's register count
+    occ = occupancy(kernel, est.declared_per_thread)    # blocks per multiprocessor
+    rows = bank_rows(kernel)                            # the bank model, before/after padding
+
+For each kernel: the schedule and the passes that ran; threads, warps and MMAs;
+shared memory per buffer against the target's limit; registers, estimated the
+seed's way (one 32-bit register per fragment element per thread) and, where nvcc
+is on PATH, ptxas's real count beside it; blocks per multiprocessor and the limit
+that binds; and the bank-conflict ways of every shared-memory access the model
+covers, at the natural pitch and at the kernel's.
+
+The file is compiled by `tiledsl.driver.compile_source`, so a wrong file gets the
+usual located TileError. The numbers come from the IR (`KernelIR`) and the device
+model (`tiledsl.ir.targets`); nothing here is measured except ptxas's registers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..driver import Compiled, compile_source
+from ..errors import ToolchainError, UsageError
+from ..gpu import toolchain
+from ..gpu.toolchain import PtxasReport
+from ..ir.expr import to_c
+from ..ir.nodes import (
+    DTYPE_BYTES,
+    SMEM_ALIGN,
+    WGMMA_ALIGN,
+    Copy,
+    KernelIR,
+    SharedTile,
+    buffer_offsets,
+    walk,
+)
+from ..ir.targets import build_arch
+from ..lowering.edges import fits_block_tile, guarded_vectors, vector_fallbacks
+from ..models.banks import best_pad, conflicts
+from ..models.feasibility import render_sweep
+from ..models.feasibility import sweep as feasibility_sweep
+
+#: NVIDIA allocates registers per warp in units of 256, i.e. 8 per thread of a 32-lane warp.
+REGISTER_UNIT = {"cuda": 8}
+
+
+# ---------------------------------------------------------------- the numbers
+
+
+@dataclass(frozen=True)
+class FragmentRegisters:
+    name: str
+    role: str
+    count: tuple[int, int]
+    rows: int
+    cols: int
+    dtype: str
+    elements: int  # per warp, as declared: count x rows x cols
+    live: int  # per warp, the seed's count: one A fragment at a time, every B and accumulator
+
+
+@dataclass(frozen=True)
+class RegisterEstimate:
+    """One 32-bit register per fragment element, spread over a warp's lanes.
+
+    `seed_*` is the S4000 seed's count (accumulators, ONE A fragment, a row of B
+    fragments: its loop reloads A per row); `declared_*` counts every fragment the
+    kernel declares — tiledsl loads all CM A fragments of a K step before its CM x CN
+    mma_sync, so they are live together. Neither counts addresses or loop counters.
+    """
+
+    fragments: tuple[FragmentRegisters, ...]
+    lanes: int
+    threads: int
+
+    @property
+    def seed_per_thread(self) -> int:
+        return -(-sum(f.live for f in self.fragments) // self.lanes)
+
+    @property
+    def declared_per_thread(self) -> int:
+        return -(-sum(f.elements for f in self.fragments) // self.lanes)
+
+    @property
+    def seed_per_block(self) -> int:
+        return sum(f.live for f in self.fragments) * (self.threads // self.lanes)
+
+    @property
+    def declared_per_block(self) -> int:
+        return sum(f.elements for f in self.fragments) * (self.threads // self.lanes)
+
+
+def register_estimate(kernel: KernelIR) -> RegisterEstimate:
+    frags = []
+    for f in kernel.fragments:
+        one = f.rows * f.cols
+        elements = f.count[0] * f.count[1] * one
+        frags.append(
+            FragmentRegisters(
+                f.name,
+                f.role,
+                f.count,
+                f.rows,
+                f.cols,
+                f.dtype,
+                elements,
+                one if f.role == "matrix_a" else elements,
+            )
+        )
+    return RegisterEstimate(tuple(frags), kernel.warp_width, kernel.threads)
+
+
+@dataclass(frozen=True)
+class Limit:
+    resource: str  # "threads", "shared memory", "registers"
+    per_sm: int
+    per_block: int  # 0: the kernel uses none of it (no limit)
+    note: str = ""
+
+    @property
+    def blocks(self) -> int | None:
+        return self.per_sm // self.per_block if self.per_block else None
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    limits: tuple[Limit, ...]
+    blocks: int  # resident blocks per multiprocessor (0: the block does not fit)
+    binding: tuple[str, ...]  # the resources whose limit gives `blocks`
+    registers_per_thread: int  # as used for the register limit (after rounding)
+    warps_per_sm: int
+    max_warps_per_sm: int
+
+
+def occupancy(kernel: KernelIR, registers_per_thread: int, source: str = "estimate") -> Occupancy:
+    """Blocks per multiprocessor: the least over the thread, shared-memory and register limits."""
+    t = kernel.target
+    unit = REGISTER_UNIT.get(t.vendor, 1)
+    regs = -(-registers_per_thread // unit) * unit
+    reg_note = f"{source}: {registers_per_thread}/thread"
+    if regs != registers_per_thread:
+        reg_note += f", allocated {regs}"
+    limits = (
+        Limit("threads", t.max_threads_per_sm, kernel.threads),
+        Limit("shared memory", t.smem_per_sm, kernel.smem_bytes),
+        Limit("registers", t.registers_per_sm, regs * kernel.threads, reg_note),
+    )
+    if t.max_blocks_per_sm:
+        limits += (Limit("blocks", t.max_blocks_per_sm, 1, "resident blocks per SM"),)
+    counts = {lim.resource: lim.blocks for lim in limits if lim.blocks is not None}
+    blocks = min(counts.values())
+    binding = tuple(name for name, n in counts.items() if n == blocks)
+    lanes = kernel.warp_width
+    return Occupancy(
+        limits,
+        blocks,
+        binding,
+        regs,
+        blocks * kernel.warp_count,
+        t.max_threads_per_sm // lanes,
+    )
+
+
+@dataclass(frozen=True)
+class BankRow:
+    access: str
+    buffer: str
+    pitch_before: int  # the natural pitch: the tile's columns
+    pitch_after: int  # the kernel's pitch
+    ways_before: int
+    ways_after: int
+    instructions: int  # warp-level instructions of the whole block per K step
+
+
+def tile_buffers(kernel: KernelIR) -> list[str]:
+    """The A and B tile buffers of the kernel (none for stages 0)."""
+    g = kernel.gemm
+    names = (g.a.name + "s", g.b.name + "s")
+    return [b.name for b in kernel.buffers if b.name in names and not b.per_warp]
+
+
+def unaligned_async_rows(kernel: KernelIR) -> list[tuple[str, int]]:
+    """(buffer, row pitch in bytes) of each tile that cp.async writes in rows whose pitch is
+    not a multiple of 128 bytes. The bank model counts such stores conflict-free (each
+    8-lane phase hits 8 distinct 16-byte bank groups), but on the H200 Nsight Compute
+    measured them at 2.0-2.6x their ideal shared-memory wavefronts (pads of 8 to 56
+    elements, and 64-byte XOR-swizzled lines), against 1.0x at a 128-byte multiple
+    (bench/results/issue8-smem-wavefronts-h200-2026-11-29.txt). wgmma's panels are 128
+    bytes: never listed."""
+    written = {
+        s.dst.buffer
+        for s in walk(kernel.body)
+        if isinstance(s, Copy) and s.mode == "async" and isinstance(s.dst, SharedTile)
+    }
+    rows = []
+    for name in tile_buffers(kernel):
+        buf = kernel.buffer(name)
+        pitch = buf.pitch * DTYPE_BYTES[buf.dtype]
+        if name in written and not buf.panel and pitch % 128:
+            rows.append((name, pitch))
+    return rows
+
+
+def bank_rows(kernel: KernelIR) -> list[BankRow]:
+    rows = []
+    for name in tile_buffers(kernel):
+        buf = kernel.buffer(name)
+        before = conflicts(kernel, name, buf.line_length)
+        after = {a.what: a for a in conflicts(kernel, name, buf.pitch)}
+        for a in before:
+            b = after[a.what]
+            rows.append(
+                BankRow(a.what, name, buf.line_length, buf.pitch, a.ways, b.ways, a.instructions)
+            )
+    return rows
+
+
+# ---------------------------------------------------------------- the report
+
+
+def check_source(
+    text: str,
+    file: str = "<string>",
+    target: str | None = None,
+    kernel: str | None = None,
+    ptxas: bool = True,
+    sweep: bool = False,
+    reserve: int = 0,
+    size: tuple[int, int, int] | None = None,
+) -> str:
+    """The report for every kernel of a file (or the one named `kernel`).
+
+    `sweep` adds the seed's feasibility table over blocks per multiprocessor, with
+    `reserve` registers per thread set aside for addresses and loop counters.
+    """
+    compiled = compile_source(text, file, target)
+    names = [k.name for k in compiled.kernels]
+    if kernel is not None and kernel not in names:
+        raise UsageError(f"no kernel '{kernel}' in {file}; it has: {', '.join(names)}")
+    kernels = [k for k in compiled.kernels if kernel is None or k.name == kernel]
+    if size is not None:
+        from .run import SizeError, check_size
+
+        for k in kernels:
+            try:
+                check_size(k, size)
+            except SizeError as err:
+                raise UsageError(f"{k.name}: {err}") from None
+    reports, note = _ptxas(compiled, kernels, Path(file).stem) if ptxas else ({}, "not asked")
+    parts = []
+    for k in kernels:
+        text = report(k, reports.get(k.name), _ptxas_note(k, note), size)
+        if sweep:
+            text += "\n" + render_sweep(k, feasibility_sweep(k, reserve), reserve)
+        parts.append(text)
+    return "\n".join(parts)
+
+
+def _ptxas_note(kernel: KernelIR, note: str) -> str:
+    if kernel.target.vendor == "musa":
+        return "none for MUSA (no MUSA compiler here); the estimate is used"
+    return note
+
+
+def _ptxas(
+    compiled: Compiled, kernels: list[KernelIR], stem: str
+) -> tuple[dict[str, PtxasReport], str]:
+    """ptxas's report per kernel name, or why there is none."""
+    kernels = [k for k in kernels if k.target.vendor == "cuda"]
+    if not kernels:
+        return {}, "no CUDA kernel"
+    if toolchain.nvcc_path() is None:
+        return {}, "nvcc is not on PATH: no ptxas numbers, the estimate is used"
+    reports: dict[str, PtxasReport] = {}
+    try:
+        for arch in sorted({build_arch(k.target.arch, kernels) for k in kernels}):
+            reports.update(toolchain.compile_cubin(compiled.source, arch, stem))
+    except ToolchainError as err:
+        first = str(err).splitlines()[0]
+        where = f" (source kept at {err.source_path})" if err.source_path else ""
+        return {}, f"nvcc failed: {first}{where}; the estimate is used"
+    return reports, "ptxas did not report this kernel; the estimate is used"
+
+
+def _edge_lines(kernel: KernelIR, size: tuple[int, int, int] | None) -> list[str]:
+    """Which kernel runs which sizes, and where guarded copies lose their vectors."""
+    block = " x ".join(map(str, kernel.schedule.block))
+    out = ["  edge tiles"]
+    twin = kernel.edge
+    if twin is None:
+        out.append(
+            f"    none: sizes must be multiples of {block} (stages 0 loads fragments straight "
+            "from global memory, which WMMA cannot guard)"
+        )
+        return [*out, ""]
+    out.append(
+        f"    multiples of {block} run {kernel.name} (no bounds checks); other sizes run "
+        f"{twin.name}: zero-filled partial tiles, C staged per warp ({twin.smem_bytes} bytes "
+        "shared)"
+    )
+    for op, vector in guarded_vectors(twin):
+        out.append(
+            f"    {op.name}: {vector}-element vectors need its leading dimension "
+            f"{to_c(op.leading_dim, named=False)} to be a multiple of {vector}; otherwise its "
+            "edge copies move single elements"
+        )
+    if size is not None:
+        sizes = dict(zip("MNK", size))
+        shown = "x".join(map(str, size))
+        if fits_block_tile(kernel, sizes):
+            out.append(f"    at {shown}: {kernel.name}, the fast path")
+        else:
+            out.append(f"    at {shown}: {twin.name}")
+            for note in vector_fallbacks(twin, sizes) or ["every copy keeps its vectors"]:
+                out.append(f"      {note}")
+    return [*out, ""]
+
+
+def report(
+    kernel: KernelIR,
+    ptxas: PtxasReport | None = None,
+    ptxas_note: str = "",
+    size: tuple[int, int, int] | None = None,
+) -> str:
+    t, s = kernel.target, kernel.schedule
+    out = [f"kernel {kernel.name} ({t.name})"]
+    out.append("  schedule  " + schedule_line(kernel))
+    out.append("  passes    " + (" -> ".join(kernel.passes) or "none (the naive kernel)"))
+    out.append("")
+
+    # threads, warps, MMAs
+    wm, wn = kernel.warps
+    cm, cn = s.coarsen
+    m, n, k = s.mma
+    steps = s.block[2] // k
+    frags = cm * cn
+    wgmma = s.instruction == "wgmma"
+    unit = "warpgroups" if wgmma else "warps"
+    out.append(
+        f"  threads   {kernel.threads} per block = {kernel.warp_count} {unit} "
+        f"({wm} x {wn}) of {kernel.warp_width} lanes (limit {t.max_threads_per_block})"
+    )
+    op = "wgmma" if wgmma else "mma_sync"
+    out.append(
+        f"  MMAs      {frags} per {unit[:-1]} ({cm} x {cn} fragments of {m}x{n}x{k}); "
+        f"{frags * steps} {op} per {unit[:-1]} per K step of {s.block[2]}"
+    )
+    out.append("")
+
+    # shared memory
+    out.append("  shared memory per block")
+    if kernel.buffers:
+        offsets = buffer_offsets(kernel)
+        rows = []
+        for b in kernel.buffers:
+            shape = f"{b.slots} x {b.rows} x {b.pitch}"
+            pad = f"{b.line_length}+{b.pitch - b.line_length}" if b.pitch != b.line_length else ""
+            alias = getattr(b, "alias", None)
+            holds = b.purpose + (f" (aliases {alias})" if alias else "")
+            cells = [b.name, shape, b.dtype, pad, str(offsets[b.name]), str(b.size_bytes), holds]
+            rows.append(["  " + cells[0], *cells[1:]])
+        total = kernel.smem_bytes
+        pct = 100 * total / t.max_smem_per_block
+        align = WGMMA_ALIGN if kernel.schedule.instruction == "wgmma" else SMEM_ALIGN
+        rows.append(["  total", "", "", "", "", str(total), f"buffers start {align}-byte aligned"])
+        out += _table(
+            ["  buffer", "slots x rows x pitch", "type", "cols+pad", "offset", "bytes", "holds"],
+            rows,
+            right={4, 5},
+            indent="  ",
+        )
+        out.append(
+            f"    {total} of {t.max_smem_per_block} bytes a block may use ({pct:.0f}%); "
+            f"{t.smem_per_sm} per multiprocessor"
+        )
+    else:
+        out.append("    none (stages 0: fragments load straight from global memory)")
+    out.append("")
+
+    # registers
+    est = register_estimate(kernel)
+    out.append(
+        "  registers, ESTIMATE (one 32-bit register per fragment element, spread over the "
+        f"{kernel.warp_width} lanes"
+    )
+    out.append(
+        "  of a warp; the seed counts one A fragment live at a time, tiledsl's kernel keeps all "
+        "it declares;"
+    )
+    out.append("  addresses and loop counters not counted)")
+    rows = []
+    for f in est.fragments:
+        rows.append(
+            [
+                "  " + f.name,
+                f.role,
+                f"{f.count[0]} x {f.count[1]} of {f.rows}x{f.cols}",
+                f.dtype,
+                str(f.elements),
+                str(f.live),
+            ]
+        )
+    rows.append(
+        [
+            "  total",
+            "",
+            "",
+            "",
+            str(sum(f.elements for f in est.fragments)),
+            str(sum(f.live for f in est.fragments)),
+        ]
+    )
+    out += _table(
+        ["  fragment", "role", "count", "type", "declared/warp", "seed's count/warp"],
+        rows,
+        right={4, 5},
+        indent="  ",
+    )
+    allowed = t.registers_per_thread(kernel.threads)
+    out.append(
+        f"    seed's method: {est.seed_per_thread} registers per thread, {est.seed_per_block} "
+        f"per block"
+    )
+    out.append(
+        f"    this kernel:   {est.declared_per_thread} registers per thread, "
+        f"{est.declared_per_block} per block (limits: {allowed} per thread at "
+        f"{kernel.threads} threads, {t.registers_per_sm} per multiprocessor)"
+    )
+    if est.declared_per_thread > allowed and (ptxas is None or ptxas.spills):
+        out.append(
+            f"    the estimate is over the {allowed} registers a thread may have here: "
+            "expect spills; use less coarsening"
+        )
+    elif est.declared_per_thread > allowed:
+        out.append(
+            f"    the estimate is over the {allowed} registers a thread may have here, but "
+            "ptxas fits the kernel (two f16 elements share a register, and it reuses them)"
+        )
+    if ptxas is not None:
+        spilled = (
+            f"spills {ptxas.spill_stores}/{ptxas.spill_loads} bytes (stores/loads)"
+            if ptxas.spills
+            else "no spills"
+        )
+        out.append(
+            f"    ptxas ({build_arch(t.arch, (kernel,))}): {ptxas.registers} registers per thread, "
+            f"{ptxas.registers * kernel.threads} per block, {spilled}, "
+            f"{ptxas.stack_frame} bytes stack"
+        )
+        out.append(
+            f"    ptxas shared memory: {ptxas.smem_bytes} bytes static; the "
+            f"{kernel.smem_bytes} bytes above are dynamic (given at launch), which ptxas "
+            "does not see"
+        )
+    else:
+        out.append(f"    ptxas: {ptxas_note}")
+    out.append("")
+
+    # occupancy
+    regs, source = (
+        (ptxas.registers, "ptxas") if ptxas else (est.declared_per_thread, "this kernel's estimate")
+    )
+    occ = occupancy(kernel, regs, source)
+    out.append("  blocks per multiprocessor")
+    rows = []
+    for lim in occ.limits:
+        blocks = "no limit" if lim.blocks is None else str(lim.blocks)
+        mark = "<- binds" if lim.resource in occ.binding else ""
+        row = [lim.resource, str(lim.per_sm), str(lim.per_block), blocks, lim.note, mark]
+        rows.append(["  " + row[0], *row[1:]])
+    out += _table(
+        ["  limit", "per SM", "per block", "blocks", "from", ""],
+        rows,
+        right={1, 2, 3},
+        indent="  ",
+    )
+    unit = REGISTER_UNIT.get(t.vendor)
+    rounding = (
+        f"registers rounded up to a multiple of {unit} per thread ({unit * t.warp_width} per "
+        "warp, the allocation unit)"
+        if unit
+        else "registers not rounded (allocation unit unknown for this target)"
+    )
+    out.append(f"    {rounding}")
+    if occ.blocks == 0:
+        out.append(
+            f"    => 0 blocks: the block does not fit on a multiprocessor "
+            f"({' and '.join(occ.binding)})"
+        )
+    else:
+        pct = 100 * occ.warps_per_sm / occ.max_warps_per_sm
+        out.append(
+            f"    => {occ.blocks} block{'s' if occ.blocks != 1 else ''} per multiprocessor, "
+            f"{occ.warps_per_sm} of {occ.max_warps_per_sm} warps ({pct:.0f}%); "
+            f"limited by {' and '.join(occ.binding)}"
+        )
+    out.append("")
+
+    out += _edge_lines(kernel, size)
+
+    # bank conflicts
+    out.append(
+        "  bank conflicts (the bank model: 32 banks of 4 bytes; ways = passes per request, "
+        "1 = conflict-free;"
+    )
+    out.append(
+        "  before pad: pitch = the tile's columns; after pad: the kernel's pitch; instructions "
+        "of all warps)"
+    )
+    brows = bank_rows(kernel)
+    if not brows:
+        out.append("    no shared-memory tiles of A or B: nothing to model")
+    else:
+        rows = [
+            [
+                "  " + r.access,
+                r.buffer,
+                f"{r.pitch_before} -> {r.pitch_after}",
+                str(r.ways_before),
+                str(r.ways_after),
+                str(r.instructions),
+            ]
+            for r in brows
+        ]
+        out += _table(
+            ["  access", "buffer", "pitch", "ways before pad", "ways after pad", "instr/K step"],
+            rows,
+            right={2, 3, 4, 5},
+            indent="  ",
+        )
+        cost_before = sum(r.instructions * r.ways_before for r in brows)
+        cost_after = sum(r.instructions * r.ways_after for r in brows)
+        out.append(
+            f"    serialized passes per K step (instr x ways): {cost_before} before padding, "
+            f"{cost_after} after"
+        )
+        picks = ", ".join(f"{b[:-1]} {best_pad(kernel, b)}" for b in tile_buffers(kernel))
+        have = ", ".join(
+            f"{b[:-1]} {kernel.buffer(b).pitch - kernel.buffer(b).line_length}"
+            for b in tile_buffers(kernel)
+        )
+        out.append(f"    pad auto would pick: {picks} (this kernel: {have})")
+        unaligned = unaligned_async_rows(kernel)
+        if unaligned:
+            out.append(
+                "    cp.async stores into rows not 128-byte aligned: counted conflict-free above, "
+                "but the H200"
+            )
+            out.append(
+                "      took 2.0-2.6x their ideal wavefronts for them (Nsight Compute, 2026-11-29)"
+            )
+        for name, pitch in unaligned:
+            if kernel.buffer(name).xor:
+                fix = "lines of 128 bytes or more would be aligned (e.g. BK 64 in f16)"
+            else:
+                fix = "pad xor keeps rows aligned (mma.sync path; WMMA cannot read it)"
+            out.append(f"      {name}: rows {pitch} bytes apart; {fix}")
+    return "\n".join(out) + "\n"
+
+
+def schedule_line(kernel: KernelIR) -> str:
+    s = kernel.schedule
+    parts = [
+        "block " + "x".join(map(str, s.block)),
+        "mma "
+        + ("x".join(map(str, s.mma)) if s.instruction == "wmma" else "m{}n{}k{}".format(*s.mma)),
+        "coarsen " + "x".join(map(str, s.coarsen)),
+        f"stages {s.stages}",
+    ]
+    if s.fragment_buffers != 1:
+        parts.append(f"fragment_buffers {s.fragment_buffers}")
+    if s.stages >= 1:
+        parts.append(f"copy {s.copy_mode} {s.copy_bytes}")
+    pads = ", ".join(
+        f"{b[:-1]} {kernel.buffer(b).pitch - kernel.buffer(b).line_length}"
+        for b in tile_buffers(kernel)
+    )
+    if s.pad == "auto":
+        parts.append(f"pad auto ({pads})" if pads else "pad auto")
+    elif s.pad in ("none", "xor"):
+        parts.append(f"pad {s.pad}")
+    else:
+        parts.append(f"pad {pads}" if pads else f"pad A {s.pad_a}, B {s.pad_b}")
+    parts.append(f"swizzle {s.swizzle}" + (f" {s.swizzle_param}" if s.swizzle != "none" else ""))
+    parts.append(f"sync {s.sync}")
+    return "  ".join(parts)
+
+
+def _table(
+    headers: list[str],
+    rows: list[list[str]],
+    right: set[int] = frozenset(),
+    indent: str = "",
+) -> list[str]:
+    """Plain aligned columns, two spaces apart; `right` columns are right-aligned."""
+    lines = [headers, *rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
+
+    def fmt(cells: list[str]) -> str:
+        out = [
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ]
+        return (indent + "  ".join(out)).rstrip()
+
+    return [fmt(line) for line in lines]

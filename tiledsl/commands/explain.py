@@ -1,0 +1,39 @@
+"""`tiledsl compile FILE --explain-sync`: why each barrier stays or goes.
+
+kernel hgemm (sync minimal): 1 barrier kept, 0 removed
+  #1 __syncthreads()  kept
+     placed by `stages 3` at examples/hgemm.tile:15:5
+     needed: RAW on As (block scope) — `copy.block.async As[...]` (all threads) then
+     `load_frag a[i][0] <- As[...]` (each warp); no other barrier orders them
+"""
+
+from __future__ import annotations
+
+from ..ir.nodes import KernelIR
+from ..models.hazards import decide
+
+
+def explain_sync(kernels: tuple[KernelIR, ...], source: str) -> str:
+    lines = source.splitlines()
+    out = []
+    for k in kernels:
+        decisions = k.sync_report or decide(k, remove=False)[0]
+        kept = sum(d.kept for d in decisions)
+        mode = k.schedule.sync
+        out.append(
+            f"kernel {k.name} (sync {mode}): {kept} barrier(s) kept, "
+            f"{len(decisions) - kept} removed"
+        )
+        for d in decisions:
+            call = "__syncthreads()" if d.barrier.scope == "block" else "__syncwarp()"
+            state = "kept" if d.kept else "removed"
+            if mode == "all" and d.why.startswith("redundant"):
+                state = "kept (sync all), though"
+            out.append(f"  #{d.index} {call}  {state}")
+            loc = d.barrier.loc
+            if loc.line:
+                directive = lines[loc.line - 1].strip() if loc.line <= len(lines) else ""
+                out.append(f"     placed by `{directive.split('#')[0].strip()}` at {loc}")
+            out.append(f"     what it orders: {d.barrier.reason}")
+            out.append(f"     {d.why}")
+    return "\n".join(out)

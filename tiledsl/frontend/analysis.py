@@ -1,0 +1,553 @@
+"""Meaning for a parsed kernel: its GEMM, its schedule, its target, checked together.
+
+`analyze(kernel)` combines `gemm.resolve_gemm` and `schedule.read_directives`,
+fills the defaults that depend on the operands, and checks what needs both —
+divisibility, the target's fragment shapes and limits, copy widths — collecting
+every problem of the file. What the compiler cannot build yet is refused
+afterwards by `tiledsl.frontend.refusals`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..errors import Collector
+from ..ir.expr import Const
+from ..ir.gemm import DTYPES, LAYOUTS, Gemm, resolve_gemm
+from ..ir.nodes import DTYPE_BYTES, SMEM_ALIGN, WGMMA_ALIGN, lanes_per_warp, xor_geometry
+from ..ir.schedule import Schedule, read_directives
+from ..ir.targets import DEFAULT_TARGET, TARGETS, Target
+from ..limits import GRID_Y_MAX, dim_problem
+from . import syntax as S
+from .names import check_kernel_names
+
+
+@dataclass(frozen=True)
+class Analysis:
+    name: str
+    gemm: Gemm
+    schedule: Schedule
+    target: Target
+
+
+def analyze(
+    kernel: S.Kernel, target_override: str | None = None, errs: Collector | None = None
+) -> Analysis | None:
+    """Resolve and check one kernel.
+
+    With a Collector, problems are added to it and the result is None only when the
+    GEMM itself cannot be made out; without one, any problem raises TileError.
+    """
+    if errs is None:
+        own = Collector()
+        result = analyze(kernel, target_override, own)
+        own.raise_if_any()
+        return result
+    sched, pads = read_directives(kernel, target_override, errs)
+    target = TARGETS.get(sched.target, TARGETS[DEFAULT_TARGET])
+    gemm = resolve_gemm(kernel, errs)
+    check_kernel_names(kernel, gemm, errs)
+    if gemm is not None:
+        sched = _resolve_operand_defaults(sched, gemm, pads, errs)
+        _check_types(gemm, sched, target, errs)
+        _check_epilogue(gemm, sched, errs)
+    # An operand of an unknown element type or layout is already refused: the checks
+    # that need its element size or its orientation skip the GEMM, and nothing is lowered.
+    if gemm is not None and not all(
+        op.dtype in DTYPES and op.layout in LAYOUTS for op in (gemm.a, gemm.b, gemm.c, *gemm.extras)
+    ):
+        gemm = None
+    _check_shapes(sched, target, gemm, errs)
+    return None if gemm is None else Analysis(kernel.name, gemm, sched, target)
+
+
+def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Collector) -> Schedule:
+    updates: dict = {}
+    if "epilogue_via" not in sched.written:
+        # Direct only when the accumulator is C's type (a fragment store cannot convert)
+        # and there is no epilogue (it needs each element's column: the staging tile's).
+        direct = gemm.c.dtype == sched.accumulate and not sched.epilogue
+        updates["epilogue_via"] = "direct" if direct else "shared"
+    if sched.instruction == "wgmma" and "pad" not in sched.written:
+        updates["pad"] = "xor"  # the 128-byte swizzle wgmma's descriptors read
+    for name, (value, loc, value_loc) in pads.items():
+        if name in (gemm.a.name, gemm.b.name):
+            updates["pad_a" if name == gemm.a.name else "pad_b"] = value
+            _check_pad_alignment(sched, gemm, gemm.operand(name), value, value_loc, errs)
+        else:
+            errs.add(
+                loc,
+                f"'{name}' is not an input operand; pad applies to {gemm.a.name} and {gemm.b.name}",
+                f"e.g. `pad {gemm.a.name} 8, {gemm.b.name} 8`",
+            )
+    return replace(sched, **updates)
+
+
+def tile_shape(sched: Schedule, gemm: Gemm, op) -> tuple[int, int]:
+    """(lines, elements per line) of `op`'s shared-memory block tile: A is BM x BK and B is
+    BK x BN, stored along the operand's contiguous axis (rows, or columns if col-major)."""
+    bm, bn, bk = sched.block
+    rows, cols = (bm, bk) if op.name == gemm.a.name else (bk, bn)
+    return (rows, cols) if op.layout == "row" else (cols, rows)
+
+
+def _check_pad_alignment(sched: Schedule, gemm: Gemm, op, pad: int, loc, errs: Collector) -> None:
+    """A padded line must stay a whole number of 16-byte chunks: copies and fragment loads
+    move 16 bytes at a time, on 16-byte boundaries."""
+    if sched.block == (0, 0, 0) or op.dtype not in DTYPE_BYTES:
+        return  # the block or the element type is already refused
+    _, line = tile_shape(sched, gemm, op)
+    size = DTYPE_BYTES[op.dtype]
+    if (line + pad) * size % 16:
+        fix = next(p for p in range(pad, pad + 16) if (line + p) * size % 16 == 0)
+        errs.add(
+            loc,
+            f"pad {op.name} {pad} makes the lines of {op.name}'s shared-memory tile "
+            f"{line} + {pad} elements = {(line + pad) * size} bytes, not a multiple of 16 "
+            "(copies and fragment loads move 16-byte chunks on 16-byte boundaries)",
+            f"pad by a multiple of {16 // size} elements, e.g. `pad {op.name} {fix}`",
+        )
+
+
+# ---------------------------------------------------------------- checks
+
+
+def _check_types(gemm: Gemm, sched: Schedule, target: Target, errs: Collector) -> None:
+    for op in (gemm.a, gemm.b):
+        if op.dtype in DTYPES and op.dtype not in target.mma_shapes:  # else: unknown, refused
+            errs.add(
+                op.loc,
+                f"{target.name} tensor cores take no {op.dtype} inputs",
+                "inputs may be " + " or ".join(target.mma_shapes),
+            )
+    if gemm.a.dtype != gemm.b.dtype and {gemm.a.dtype, gemm.b.dtype} <= set(DTYPES):
+        errs.add(
+            gemm.b.loc,
+            f"A and B must have one element type; found {gemm.a.dtype} and {gemm.b.dtype}",
+            "declare both f16 (or both bf16)",
+        )
+    if sched.accumulate not in ("f32", "f16"):
+        errs.add(
+            sched.loc("accumulate"),
+            f"cannot accumulate in '{sched.accumulate}'",
+            "write `accumulate f32` (default) or `accumulate f16`",
+        )
+
+
+def _check_epilogue(gemm: Gemm, sched: Schedule, errs: Collector) -> None:
+    """alpha and beta are numbers, each step once; a bias names a declared [N] vector; every
+    operand outside the product is some bias."""
+    loc = sched.loc("epilogue")
+    seen: set[str] = set()
+    biases: set[str] = set()
+    for group in sched.epilogue:
+        word = group[0]
+        if word in seen and word != "bias":
+            errs.add(loc, f"'{word}' appears twice in the epilogue", f"keep one '{word}'")
+        seen.add(word)
+        if word in ("alpha", "beta"):
+            try:
+                float(group[1])
+            except (IndexError, ValueError):
+                errs.add(loc, f"'{word}' takes a number", f"e.g. `epilogue {word} 1.5`")
+        elif word == "bias":
+            name = group[1] if len(group) > 1 else ""
+            extras = {op.name: op for op in gemm.extras}
+            if name not in extras:
+                errs.add(
+                    loc,
+                    f"bias '{name}' is not a declared vector"
+                    + (" (it is an operand of the product)" if name in _product(gemm) else ""),
+                    f"declare it, e.g. `{name or 'D'}: f32[{gemm.n}] row`",
+                )
+                continue
+            op = extras[name]
+            if len(op.dims) != 1 or op.dims[0] != gemm.n:
+                errs.add(
+                    op.loc,
+                    f"bias '{name}' must be one value per column of C, [{gemm.n}]; it is "
+                    f"[{', '.join(map(str, op.dims))}]",
+                    f"declare `{name}: {op.dtype}[{gemm.n}] row`",
+                )
+            if name in biases:
+                errs.add(loc, f"bias '{name}' is added twice", "name each bias once")
+            biases.add(name)
+    for op in gemm.extras:
+        if op.name not in biases:
+            errs.add(
+                op.loc,
+                f"operand '{op.name}' is declared but neither the product nor the epilogue uses it",
+                f"add `epilogue bias {op.name}` or drop the declaration",
+            )
+    if sched.epilogue and sched.epilogue_via == "direct" and "epilogue_via" in sched.written:
+        errs.add(
+            sched.loc("epilogue_via"),
+            "an epilogue runs as C leaves the per-warp staging tile, where each element's "
+            "column is known; epilogue_via direct stores fragments straight to C",
+            "write `epilogue_via shared`, or drop the line (the default with an epilogue)",
+        )
+
+
+def _product(gemm: Gemm) -> tuple[str, ...]:
+    return (gemm.a.name, gemm.b.name, gemm.c.name)
+
+
+def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Collector) -> None:
+    if sched.block == (0, 0, 0):
+        return
+    bm, bn, bk = sched.block
+    m, n, k = sched.mma
+    cm, cn = sched.coarsen
+    dtype = gemm.a.dtype if gemm is not None else "f16"
+    if dtype not in target.mma_shapes:
+        return  # already reported: the target takes no such inputs
+    if sched.instruction == "mma.sync":
+        if not _check_ptx_mma(sched, target, dtype, errs):
+            return
+    elif sched.instruction == "wgmma":
+        if not _check_wgmma(sched, target, dtype, gemm, errs):
+            return
+    else:
+        shapes = target.mma_shapes[dtype]
+        if sched.mma not in shapes:
+            errs.add(
+                sched.loc("mma"),
+                f"{target.name} has no {m} x {n} x {k} {dtype} fragment",
+                "fragment shapes here: " + ", ".join(" x ".join(map(str, s)) for s in shapes),
+            )
+            return
+        if sched.pad == "xor":
+            errs.add(
+                sched.loc("pad"),
+                "pad xor permutes each row's 16-byte chunks, and WMMA's load_matrix_sync "
+                "can only read plain strided rows",
+                "use the mma.sync path (`mma m16n8k16`), which reads through ldmatrix, "
+                "or `pad auto`",
+            )
+    ok = True
+    for what, size, unit, expl in (
+        ("BM", bm, m * cm, f"mma.M × CM = {m} × {cm} = {m * cm}"),
+        ("BN", bn, n * cn, f"mma.N × CN = {n} × {cn} = {n * cn}"),
+        ("BK", bk, k, f"mma.K = {k}"),
+    ):
+        if size % unit:
+            ok = False
+            errs.add(
+                sched.loc("block"),
+                f"{what} = {size} is not divisible by {expl}",
+                f"make {what} a multiple of {unit}, e.g. {max(unit, size - size % unit)}",
+            )
+    if not ok:
+        return
+    warps_m, warps_n = sched.warps
+    lanes = lanes_per_warp(sched, target)
+    threads = warps_m * warps_n * lanes
+    if threads > target.max_threads_per_block:
+        errs.add(
+            sched.loc("block"),
+            f"{warps_m} x {warps_n} {'warpgroups' if lanes > target.warp_width else 'warps'} "
+            f"of {lanes} threads = "
+            f"{threads} threads per block; {target.name} allows {target.max_threads_per_block}",
+            "use a smaller block tile, or give each warp several fragments (`coarsen 2 x 2`)",
+        )
+    else:
+        _check_registers(sched, target, threads, DTYPE_BYTES[dtype], errs)
+    if gemm is not None and all(op.dtype in DTYPE_BYTES for op in (gemm.a, gemm.b, gemm.c)):
+        _check_shared_memory(sched, target, gemm, errs)
+    if gemm is not None and sched.stages >= 1:
+        _check_copy_width(sched, gemm, errs)
+    if sched.fragment_buffers == 2 and sched.instruction != "wgmma":
+        _check_fragment_buffers(sched, errs)
+    if gemm is not None and sched.pad == "xor" and sched.instruction == "mma.sync":
+        _check_xor_lines(sched, gemm, errs)
+    if gemm is not None:
+        _check_literal_sizes(sched, gemm, errs)
+    if gemm is not None and sched.stages == 0:
+        # With shared-memory tiles a guarded twin covers the edges (tiledsl.lowering.edges); the
+        # naive form loads fragments straight from global memory, which cannot be guarded.
+        for dim, size, what in ((gemm.m, bm, "M"), (gemm.n, bn, "N"), (gemm.k, bk, "K")):
+            if isinstance(dim, Const) and dim.value % size:
+                errs.add(
+                    gemm.c.loc if what != "K" else gemm.a.loc,
+                    f"{what} = {dim.value} is not a multiple of the block tile ({size}), "
+                    "and stages 0 loads fragments straight from global memory, which WMMA "
+                    "cannot guard",
+                    "use stages 1 or more (edge tiles are then guarded), or a multiple",
+                )
+
+
+def _check_literal_sizes(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
+    """Sizes written as integers must fit the generated code's 32-bit arithmetic
+    (tiledsl.limits); sizes bound at run time are checked when they are given."""
+    for dim, tile, what in zip((gemm.m, gemm.n, gemm.k), sched.block, "MNK"):
+        problem = dim_problem(what, dim.value, tile) if isinstance(dim, Const) else None
+        if problem:
+            errs.add(
+                gemm.c.loc if what != "K" else gemm.a.loc,
+                problem,
+                "split the product, or declare the size as a name bound at run time",
+            )
+    if isinstance(gemm.batch, Const) and gemm.batch.value > GRID_Y_MAX:
+        errs.add(
+            gemm.c.loc,
+            f"a batch of {gemm.batch.value} products is more than a grid's y axis holds "
+            f"({GRID_Y_MAX})",
+            "split the batch into several launches",
+        )
+
+
+def shared_memory_bytes(sched: Schedule, gemm: Gemm, staged_c: bool) -> int:
+    """The dynamic shared memory the lowered kernel asks for, from the schedule alone:
+    exact, except under `pad auto` (whose pad the bank model picks from the IR), where it
+    is the floor with no pad. `staged_c`: C goes through the per-warp staging tile.
+
+    The same layout as the passes build (tiledsl.ir.nodes.buffer_offsets): A's and B's tiles,
+    `stages` slots each (one for stages 1), each buffer on a 128-byte boundary (1024 for
+    wgmma's swizzle, plus 1024 bytes of slack to reach it); the staging tile of C, one
+    fragment per warp, shares their bytes."""
+    align = WGMMA_ALIGN if sched.instruction == "wgmma" else SMEM_ALIGN
+
+    def aligned(nbytes: int) -> int:
+        return -(-nbytes // align) * align
+
+    used = 0
+    if sched.stages >= 1:
+        for op, pad in ((gemm.a, sched.pad_a), (gemm.b, sched.pad_b)):
+            lines, length = tile_shape(sched, gemm, op)
+            pitch = length + (pad if sched.pad == "explicit" else 0)
+            used = aligned(used + sched.stages * lines * pitch * DTYPE_BYTES[op.dtype])
+    if staged_c:
+        m, n, _ = sched.mma
+        warps_m, warps_n = sched.warps
+        acc_bytes = DTYPE_BYTES[sched.accumulate] if sched.accumulate in DTYPE_BYTES else 4
+        used = max(used, aligned(warps_m * warps_n * m * n * acc_bytes))
+    return used + WGMMA_ALIGN if used and sched.instruction == "wgmma" else used
+
+
+def _check_shared_memory(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -> None:
+    """The kernel, and its guarded twin (which stages C), within the block's shared memory."""
+    limit, floor = target.max_smem_per_block, sched.pad == "auto" and sched.stages >= 1
+    need = shared_memory_bytes(sched, gemm, sched.epilogue_via == "shared")
+    twin = (
+        shared_memory_bytes(sched, gemm, True) if sched.stages >= 1 else 0
+    )  # tiledsl.lowering.edges
+    if max(need, twin) <= limit:
+        return
+    what = (
+        "this schedule needs"
+        if need > limit
+        else "the guarded twin for edge tiles (which stages C per warp) needs"
+    )
+    errs.add(
+        sched.loc("stages"),
+        f"{what}{' at least' if floor else ''} {max(need, twin)} bytes of shared memory per "
+        f"block; {target.name} allows {limit}",
+        "use fewer stages, a smaller block tile or less padding",
+    )
+
+
+def _check_ptx_mma(sched: Schedule, target: Target, dtype: str, errs: Collector) -> bool:
+    """`mma mMnNkK`: an mma.sync shape this target has, fed from shared memory."""
+    m, n, k = sched.mma
+    shapes = (target.ptx_mma_shapes or {}).get(dtype, ())
+    if not shapes:
+        errs.add(
+            sched.loc("mma"),
+            f"{target.name} has no mma.sync PTX path",
+            "use a WMMA fragment shape: "
+            + ", ".join(" x ".join(map(str, s)) for s in target.mma_shapes[dtype]),
+        )
+        return False
+    if sched.mma not in shapes:
+        errs.add(
+            sched.loc("mma"),
+            f"{target.name} has no m{m}n{n}k{k} mma.sync path for {dtype} here",
+            "instruction shapes here: " + ", ".join("m{}n{}k{}".format(*s) for s in shapes),
+        )
+        return False
+    if sched.stages == 0:
+        errs.add(
+            sched.loc("stages"),
+            "mma.sync fragments are loaded with ldmatrix, which reads shared memory only; "
+            "stages 0 loads fragments straight from global memory",
+            "use stages 1 or more, or a WMMA shape (`mma 16 x 16 x 16`)",
+        )
+        return False
+    return True
+
+
+def _check_wgmma(
+    sched: Schedule, target: Target, dtype: str, gemm: Gemm | None, errs: Collector
+) -> bool:
+    """`mma m64nNk16`: a wgmma shape of this target, its tiles in 128-byte-swizzled shared
+    memory (`pad xor`), fed by a pipeline, accumulating in f32."""
+    m, n, k = sched.mma
+    shapes = (target.wgmma_shapes or {}).get(dtype, ())
+    if not shapes:
+        errs.add(
+            sched.loc("mma"),
+            f"{target.name} has no wgmma (`mma m{m}n{n}k{k}` is Hopper's warpgroup instruction)",
+            "use `target cuda sm_90`, or the mma.sync path here (`mma m16n8k16`)",
+        )
+        return False
+    if sched.mma not in shapes:
+        errs.add(
+            sched.loc("mma"),
+            f"{target.name} has no m{m}n{n}k{k} wgmma for {dtype} here",
+            "wgmma shapes here: " + ", ".join("m{}n{}k{}".format(*s) for s in shapes),
+        )
+        return False
+    ok = True
+    need = (
+        (
+            sched.stages < 2,
+            "stages",
+            f"wgmma reads its tiles asynchronously from shared memory, "
+            f"which needs the pipeline of stages 2 or more (stages {sched.stages})",
+            "write `stages 3` or more (from 3, one step of wgmmas stays in flight)",
+        ),
+        (
+            sched.pad != "xor",
+            "pad",
+            "wgmma reads shared memory through descriptors of "
+            "128-byte-swizzled tiles, which is `pad xor`'s layout on this path",
+            "write `pad xor`",
+        ),
+        (
+            sched.accumulate != "f32",
+            "accumulate",
+            "the wgmma path accumulates in f32 only (f16 accumulation is not built for it)",
+            "write `accumulate f32`, or drop the line",
+        ),
+        (
+            sched.fragment_buffers == 2,
+            "fragment_buffers",
+            "wgmma reads A and B from shared "
+            "memory itself: there are no fragment registers to double-buffer",
+            "drop `fragment_buffers 2` (a step of wgmmas already overlaps the next one's copies)",
+        ),
+    )
+    for bad, directive, what, fix in need:
+        if bad:
+            ok = False
+            errs.add(sched.loc(directive), what, fix)
+    bk = sched.block[2]
+    if gemm is not None and (gemm.a.layout == "row" or gemm.b.layout == "col") and bk % 64:
+        ok = False
+        errs.add(
+            sched.loc("block"),
+            f"BK = {bk}: a K-contiguous tile is read by wgmma in 128-byte lines of 64 elements",
+            f"make BK a multiple of 64, e.g. {max(64, bk - bk % 64)}",
+        )
+    return ok
+
+
+def _check_fragment_buffers(sched: Schedule, errs: Collector) -> None:
+    """Double-buffered fragments ride on the pipeline, with an even count of fragment steps."""
+    if sched.stages < 2:
+        errs.add(
+            sched.loc("fragment_buffers"),
+            f"fragment_buffers 2 loads the next step's fragments across the pipeline's "
+            f"barrier, and stages {sched.stages} has no pipeline",
+            "use stages 2 or more, or drop `fragment_buffers 2`",
+        )
+        return
+    bk, k = sched.block[2], sched.mma[2]
+    if (bk // k) % 2:
+        errs.add(
+            sched.loc("fragment_buffers"),
+            f"fragment_buffers 2 alternates two fragment sets over the fragment steps of a "
+            f"block step, and BK / mma.K = {bk} / {k} = {bk // k} is odd",
+            f"make BK a multiple of {2 * k}, e.g. {max(2 * k, bk + k)}",
+        )
+
+
+def _check_xor_lines(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
+    """`pad xor` permutes 16-byte chunks within a line: a line needs an even count."""
+    bm, bn, bk = sched.block
+    for op, line, what in (
+        (gemm.a, bk if gemm.a.layout == "row" else bm, "BK" if gemm.a.layout == "row" else "BM"),
+        (gemm.b, bn if gemm.b.layout == "row" else bk, "BN" if gemm.b.layout == "row" else "BK"),
+    ):
+        chunk, groups, _ = xor_geometry(line, op.dtype)
+        if groups == 1:
+            errs.add(
+                sched.loc("pad"),
+                f"pad xor swaps 16-byte chunks within a line of {op.name}'s tile, and its "
+                f"{line}-element lines ({what}) hold no even number of {chunk}-element chunks",
+                f"make {what} a multiple of {2 * chunk}, or use `pad auto`",
+            )
+
+
+def _check_copy_width(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
+    """Each copied tile row must split into whole vectors, and each vector stay aligned."""
+    bm, bn, bk = sched.block
+    width = sched.copy_bytes
+    for op, row_elems in ((gemm.a, bk), (gemm.b, bn)):
+        size = DTYPE_BYTES[op.dtype]
+        if (row_elems * size) % width:
+            errs.add(
+                sched.loc("copy"),
+                f"a {width}-byte copy vector does not divide a "
+                f"{row_elems}-element row of {op.name}'s block tile ({row_elems * size} bytes)",
+                f"use `copy {sched.copy_mode} {_largest_divisor(row_elems * size)}` "
+                "or a wider tile",
+            )
+        ld = op.leading_dim
+        if isinstance(ld, Const) and (ld.value * size) % width:
+            errs.add(
+                op.loc,
+                f"rows of {op.name} are {ld.value * size} bytes apart, so "
+                f"{width}-byte copies would be misaligned",
+                f"use `copy {sched.copy_mode} {_largest_divisor(ld.value * size)}`",
+            )
+
+
+def _largest_divisor(nbytes: int) -> int:
+    return next(w for w in (16, 8, 4, 2) if nbytes % w == 0)
+
+
+def seed_registers_per_warp(sched: Schedule) -> int:
+    """The S4000 seed's count: one 32-bit register per element of the accumulators, one A
+    fragment and a row of CN B fragments per warp (B loaded once per step, A per row)."""
+    m, n, k = sched.mma
+    cm, cn = sched.coarsen
+    if sched.instruction == "wgmma":
+        return cm * cn * m * n  # A and B stay in shared memory: only the accumulators
+    return cm * cn * m * n + m * k + cn * k * n
+
+
+def fragment_words_per_warp(sched: Schedule, in_bytes: int) -> int:
+    """32-bit registers per warp that fragments occupy, packed: the seed's liveness (the
+    accumulators, one A fragment, a row of CN B fragments) but counted in bytes, so two f16
+    elements share a register, as they do in WMMA's and mma.sync's fragments. A lower
+    bound, which is what a refusal needs; the seed's one-register-per-element count (kept
+    for `check` and `feasibility`, which reproduce its tables) doubles f16 accumulators and
+    refused warp tiles that fit (64 x 128 of f16 C is 128 registers, not 256)."""
+    m, n, k = sched.mma
+    cm, cn = sched.coarsen
+    acc_bytes = 2 if sched.accumulate == "f16" else 4
+    total = cm * cn * m * n * acc_bytes
+    if sched.instruction != "wgmma":  # wgmma reads A and B from shared memory
+        total += (m * k + cn * k * n) * in_bytes
+    return -(-total // 4)
+
+
+def fragment_registers(sched: Schedule, warp_width: int, in_bytes: int = 2) -> int:
+    """Registers per thread for fragments (packed), spread over the warp's lanes."""
+    return -(-fragment_words_per_warp(sched, in_bytes) // warp_width)
+
+
+def _check_registers(
+    sched: Schedule, target: Target, threads: int, in_bytes: int, errs: Collector
+) -> None:
+    needed = fragment_registers(sched, lanes_per_warp(sched, target), in_bytes)
+    allowed = target.registers_per_thread(threads)
+    if needed > allowed:
+        cm, cn = sched.coarsen
+        errs.add(
+            sched.loc("coarsen"),
+            f"{cm} x {cn} fragments per warp need at least {needed} registers per thread for "
+            f"fragments alone; {target.name} allows {allowed} at {threads} threads per block",
+            "coarsen less, or use fewer threads per block",
+        )

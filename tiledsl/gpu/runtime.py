@@ -1,0 +1,287 @@
+"""CuPy/NVRTC on a GPU: compile generated source to a cubin, load it, launch it.
+
+NVRTC has no default include path, and on CUDA 13 `mma.h` includes `crt/mma.h`,
+which the pip CUDA headers lack: `cuda_include_dir()` finds the toolkit's own
+include directory (beside the `bin/` that holds nvcc) and says how to fix it
+when there is none.
+
+Compiled kernels are cached twice: in this process (a dict keyed like the disk
+cache) and on disk (`tiledsl.gpu.cache`, under `TILEDSL_CACHE_DIR`). CuPy's own disk
+cache (`~/.cupy/kernel_cache`) is not involved, so nothing is stored twice: CuPy
+caches what *it* compiles (`RawModule(code=...)`), while tiledsl compiles with
+NVRTC itself, through CuPy's thin NVRTC binding, and hands CuPy a finished cubin
+(`RawModule(path=...)`), which CuPy only loads. Every kernel is compiled with
+`-lineinfo`, which changes no instruction and lets compute-sanitizer name lines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..emit.launch import Launch
+from ..errors import ToolchainError
+from . import cache
+
+_MODULES: dict[str, object] = {}
+
+
+def gpu_available() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no cupy, no driver, or no device: all mean "use the interpreter"
+        return False
+
+
+def include_candidates() -> list[Path]:
+    """Where the toolkit headers are looked for, in order."""
+    candidates = []
+    for var in ("CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"):
+        if os.environ.get(var):
+            candidates.append(Path(os.environ[var]) / "include")
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        root = Path(nvcc).resolve().parent.parent
+        candidates += [root / "include", root / "targets" / "x86_64-linux" / "include"]
+    try:
+        import cupy
+
+        path = cupy.cuda.get_cuda_path()
+        if path:
+            candidates.append(Path(path) / "include")
+    except Exception:
+        pass
+    candidates.append(Path("/usr/local/cuda/include"))
+    return candidates
+
+
+def cuda_include_dir() -> Path:
+    """The CUDA toolkit include directory holding crt/mma.h."""
+    candidates = include_candidates()
+    for inc in candidates:
+        if (inc / "crt" / "mma.h").is_file():
+            return inc
+    raise ToolchainError(
+        "cannot find the CUDA toolkit headers (crt/mma.h) that WMMA kernels need",
+        log="looked in: "
+        + ", ".join(str(c) for c in candidates)
+        + "\nfix: install the CUDA toolkit, or set CUDA_PATH to its root "
+        "(the folder that holds include/)",
+    )
+
+
+def device_name() -> str:
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    name = props["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def device_arch() -> str:
+    import cupy
+
+    return "sm_" + cupy.cuda.Device().compute_capability
+
+
+def l2_bytes(default: int = 50 * 2**20) -> int:
+    """The device's L2 cache in bytes (`default`, the H200's 50 MiB, if CuPy cannot say)."""
+    import cupy
+
+    try:
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        return int(props["l2CacheSize"]) or default
+    except Exception:
+        return default
+
+
+def device_info() -> dict:
+    """What a benchmark record says about the machine (every field best-effort)."""
+    import cupy
+
+    def version(number: int) -> str:
+        return f"{number // 1000}.{number % 1000 // 10}"
+
+    info = {
+        "name": device_name(),
+        "arch": device_arch(),
+        "l2_bytes": l2_bytes(),
+        "cupy": cupy.__version__,
+        "cuda_runtime": version(cupy.cuda.runtime.runtimeGetVersion()),
+        "cuda_driver_api": version(cupy.cuda.runtime.driverGetVersion()),
+        "nvrtc": NVRTC.version(),
+        "nvidia_driver": nvidia_driver_version(),
+    }
+    return info
+
+
+def nvidia_driver_version() -> str | None:
+    """The driver's version from nvidia-smi (CuPy only knows the CUDA API level)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        proc = subprocess.run(
+            [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = proc.stdout.split()
+    return lines[0] if proc.returncode == 0 and lines else None
+
+
+def nvrtc_module():
+    """CuPy's binding of the NVRTC C API (createProgram, compileProgram, getCUBIN, ...)."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+    except ImportError:  # an older layout
+        from cupy.cuda import nvrtc
+    return nvrtc
+
+
+class Nvrtc:
+    """NVRTC: CUDA C++ text -> a cubin for one architecture, in this process."""
+
+    name = "nvrtc"
+
+    def version(self) -> str:
+        major, minor = nvrtc_module().getVersion()
+        return f"{major}.{minor}"
+
+    def options(self, arch: str) -> tuple[str, ...]:
+        # -ftz=true as CuPy's own compile adds it, so times match the earlier runs' binaries.
+        return (
+            f"-I{cuda_include_dir()}",
+            "-std=c++17",
+            "-lineinfo",
+            "-ftz=true",
+            f"--gpu-architecture={arch}",
+        )
+
+    def compile(self, source: str, arch: str, name: str, options: tuple[str, ...]) -> bytes:
+        nvrtc = nvrtc_module()
+        program = nvrtc.createProgram(source, name, (), ())
+        try:
+            try:
+                nvrtc.compileProgram(program, list(options))
+            except nvrtc.NVRTCError:
+                raise _failure(source, arch, nvrtc.getProgramLog(program)) from None
+            return nvrtc.getCUBIN(program)
+        finally:
+            nvrtc.destroyProgram(program)
+
+
+NVRTC = Nvrtc()
+
+
+def _failure(source: str, arch: str, log: str) -> ToolchainError:
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    kept = Path(os.environ.get("TMPDIR", "/tmp")) / f"tiledsl-nvrtc-{digest}.cu"
+    kept.write_text(source)
+    try:
+        include = f" -I{cuda_include_dir()}"
+    except ToolchainError:
+        include = ""
+    return ToolchainError(
+        "NVRTC failed on the generated source",
+        log=log,
+        source_path=str(kept),
+        command=f"nvcc -cubin -arch={arch} -std=c++17{include} {kept}",
+    )
+
+
+@dataclass(frozen=True)
+class Loaded:
+    module: object
+    note: str  # one line: where the binary came from (the cache's hit or miss)
+    hit: bool  # no compiler ran
+
+
+def load(
+    source: str,
+    arch: str,
+    *,
+    pipeline: tuple[str, ...] = (),
+    target: str = "",
+    use_cache: bool = True,
+    name: str = "tiledsl.cu",
+    compiler=NVRTC,
+    loader: Callable[[Path], object] | None = None,
+    directory: Path | None = None,
+) -> Loaded:
+    """The loaded module for `source`: from this process, the disk cache, or the compiler.
+
+    `name` is the file name NVRTC records for line info (what compute-sanitizer
+    prints). `compiler` and `loader` are seams for tests (a fake compiler needs
+    `name`, `version()`, `options(arch)` and `compile(source, arch, name, options)`).
+    """
+    options = compiler.options(arch)
+    fields = cache.key_fields(
+        source,
+        pipeline=pipeline,
+        target=target,
+        arch=arch,
+        compiler=compiler.name,
+        compiler_version=compiler.version(),
+        options=options,
+        name=name,
+    )
+    key = cache.digest(fields)
+    if use_cache and key in _MODULES:
+        return Loaded(_MODULES[key], "kernel cache: hit (loaded earlier in this process)", True)
+    started = time.perf_counter()
+    entry = cache.fetch(
+        fields,
+        lambda: compiler.compile(source, arch, name, options),
+        directory=directory,
+        use_cache=use_cache,
+    )
+    module = (loader or _raw_module)(entry.path)
+    note = entry.note
+    if not entry.hit:
+        note += (
+            f" (compiled by {compiler.name} {compiler.version()} in "
+            f"{time.perf_counter() - started:.2f} s)"
+        )
+    if use_cache:
+        _MODULES[key] = module
+    return Loaded(module, note, entry.hit)
+
+
+def load_module(source: str, arch: str, **options):
+    """The loaded module for `source` (see `load`)."""
+    return load(source, arch, **options).module
+
+
+def _raw_module(path: Path):
+    import cupy
+
+    return cupy.RawModule(path=str(path))
+
+
+def launcher(module, launch: Launch):
+    """A function (arrays, sizes) -> None that launches the kernel once, asynchronously."""
+    import cupy
+
+    fn = module.get_function(launch.kernel)
+    if launch.smem_bytes > 48 * 1024:
+        fn.max_dynamic_shared_size_bytes = launch.smem_bytes
+
+    def run(arrays: dict, sizes: dict[str, int]) -> None:
+        args = []
+        for name, ctype in launch.args:
+            args.append(arrays[name] if ctype.endswith("*") else cupy.int32(sizes[name]))
+        fn(launch.grid_dims(sizes), (launch.threads,), tuple(args), shared_mem=launch.smem_bytes)
+
+    return run

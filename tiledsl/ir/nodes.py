@@ -1,0 +1,432 @@
+"""The tiledsl IR: one kernel as a frozen tree of tiles, fragments, loops and barriers.
+
+    KernelIR  = name, Gemm (operands, sizes, op), Schedule, Target,
+                warps (WM x WN of warp_width lanes), SharedBuffer*, Fragment*, body: Stmt*
+    Stmt      = For(var, start, stop, step, body, unroll)
+              | Copy(dst: Tile, src: Tile, vector, by: block|warp, mode: sync|async, guard)
+              | Fill(frag, value)
+              | LoadFrag(frag, src: Tile)           warp-collective
+              | Mma(acc, a, b)                      warp-collective: acc += a * b
+              | StoreFrag(dst: Tile, frag)          warp-collective
+              | Barrier(scope: block|warp, reason)
+              | If(lhs op rhs, then, orelse)         a block-uniform condition (op: < or ==)
+              | AsyncCommit()                       close a group of async copies (cp.async)
+              | AsyncWait(pending)                  wait until at most `pending` groups fly
+              | MmaFence() | MmaCommit() | MmaWait(pending)
+                                                    wgmma's asynchronous groups (`mma m64nNk16`):
+                                                    fence the registers, close a group, wait
+    Tile      = GlobalTile(operand, origin (r, c), offset (r, c), rows, cols)
+              | SharedTile(buffer, slot, offset (r, c), rows, cols)
+    FragRef   = fragment name [i][j]     (i, j: constants or unrolled loop variables)
+
+Index expressions (tiledsl.ir.expr) may use: `bm`, `bn` (the block's tile, after the
+swizzle), `wm`, `wn`, `warp` (the warp's place), loop variables, and the operand
+dims (`M`, `N`, `K`). Copies are cooperative: `by=block` spreads vector chunks over
+all threads of the block, `by=warp` over the lanes of each warp (each warp its own
+tile). A GlobalTile keeps the block tile's origin apart from the offset inside it,
+so that smem-tiling can turn "A at origin o, offset x" into "As, offset x".
+
+Nodes are frozen; passes build new trees with `dataclasses.replace`. Locations
+(`loc`, the `.tile` directive that asked for a node) are excluded from equality.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..errors import NOWHERE, Loc
+from .expr import ZERO, Expr, floordiv, lift, mod, mul, to_c, xor
+from .gemm import Gemm
+from .schedule import Schedule
+from .targets import Target
+
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+C_TYPES = {"f16": "half", "bf16": "__nv_bfloat16", "f32": "float"}
+
+
+@dataclass(frozen=True)
+class GlobalTile:
+    operand: str
+    origin: tuple[Expr, Expr]
+    offset: tuple[Expr, Expr]
+    rows: int
+    cols: int
+
+
+@dataclass(frozen=True)
+class SharedTile:
+    buffer: str
+    slot: Expr
+    offset: tuple[Expr, Expr]
+    rows: int
+    cols: int
+
+
+Tile = GlobalTile | SharedTile
+
+
+@dataclass(frozen=True)
+class FragRef:
+    name: str
+    i: Expr = ZERO
+    j: Expr = ZERO
+
+    def __str__(self) -> str:
+        return f"{self.name}[{to_c(self.i)}][{to_c(self.j)}]"
+
+
+@dataclass(frozen=True)
+class SharedBuffer:
+    """`slots` tiles of rows x cols elements.
+
+    `layout` row: each row is contiguous and rows are `pitch` elements apart;
+    `layout` col: each column is contiguous and columns are `pitch` elements apart
+    (a column-major operand's tile, copied along its contiguous axis).
+    """
+
+    name: str
+    dtype: str
+    slots: int
+    rows: int
+    cols: int
+    pitch: int
+    purpose: str  # what it holds, for the IR text and the emitted comment
+    loc: Loc = field(default=NOWHERE, compare=False)
+    per_warp: bool = False  # one slot per warp, indexed by `warp`
+    layout: str = "row"
+    alias: str | None = None  # shares the bytes of this buffer (a union), e.g. Cs over As
+    xor: bool = False  # `pad xor`: each line's 16-byte chunks permuted (see xor_geometry)
+    # wgmma's 128-byte swizzle: each line cut into `panel`-element pieces (128 bytes), the
+    # pieces stored panel by panel (all lines' first panel, then the second...); 0: whole lines
+    panel: int = 0
+
+    @property
+    def lines(self) -> int:
+        """Rows of a row-major tile, columns of a column-major one."""
+        return self.rows if self.layout == "row" else self.cols
+
+    @property
+    def line_length(self) -> int:
+        """Elements of one contiguous line: what `pitch` pads."""
+        return self.cols if self.layout == "row" else self.rows
+
+    @property
+    def size_bytes(self) -> int:
+        return self.slots * self.lines * self.pitch * DTYPE_BYTES[self.dtype]
+
+    def element(self, slot, row, col):
+        """Index (in elements from the buffer's start) of (row, col) of `slot`.
+
+        Works on index expressions and numpy arrays alike; every reader of shared
+        memory (emitter, interpreter, bank model, hazard analysis) goes through it.
+        """
+        line, pos = (row, col) if self.layout == "row" else (col, row)
+        if self.panel:
+            panels = self.line_length // self.panel
+            if isinstance(pos, Expr) or isinstance(line, Expr):
+                piece, within = (
+                    floordiv(lift(pos), lift(self.panel)),
+                    mod(lift(pos), lift(self.panel)),
+                )
+                first = (lift(slot) * panels + piece) * self.lines + lift(line)
+                return first * self.panel + self.swizzled(line, within)
+            piece, within = pos // self.panel, pos % self.panel
+            return ((slot * panels + piece) * self.lines + line) * self.panel + self.swizzled(
+                line, within
+            )
+        return (slot * self.lines + line) * self.pitch + self.swizzled(line, pos)
+
+    def swizzled(self, line, pos):
+        """Where element `pos` of `line` is stored within its line: `pos` itself, or under
+        `pad xor` its 16-byte chunk
+        XORed with the line's group number, so that 8 consecutive lines put the same
+        chunk in 8 different 16-byte bank groups (what ldmatrix's 8 row reads need)."""
+        if not self.xor:
+            return pos
+        chunk, groups, repeat = xor_geometry(self.panel or self.line_length, self.dtype)
+        if isinstance(line, Expr) or isinstance(pos, Expr):
+            key = mul(mod(floordiv(lift(line), lift(repeat)), lift(groups)), lift(chunk))
+            return xor(lift(pos), key)
+        return pos ^ (line // repeat % groups * chunk)
+
+    def line_span(self, slot, line):
+        """First and one-past-last element of one whole line (what `pad xor` may touch);
+        a panelled line is spread over its slot, so the span is the slot's."""
+        if self.panel:
+            return slot * self.lines * self.pitch, (slot + 1) * self.lines * self.pitch
+        start = (slot * self.lines + line) * self.pitch
+        return start, start + self.line_length
+
+
+def xor_geometry(line_length: int, dtype: str) -> tuple[int, int, int]:
+    """(chunk, groups, repeat) of the XOR swizzle of lines of `line_length` elements.
+
+    A chunk is 16 bytes (what one cp.async and one ldmatrix row move). The chunk index
+    is XORed with (line / repeat) % groups: `groups`, the largest power of two ≤ 8
+    dividing the chunks of a line, keeps every chunk inside its line; `repeat` = 8 /
+    groups spreads 8 consecutive lines over 8 bank groups even when a line has fewer
+    than 8 chunks (a 64-byte line: pairs of lines share a key, and their halves differ).
+    groups == 1 means the line cannot be swizzled (one chunk, or an odd count).
+    """
+    chunk = 16 // DTYPE_BYTES[dtype]
+    chunks = line_length // chunk if line_length % chunk == 0 else 1
+    groups = next(g for g in (8, 4, 2, 1) if chunks % g == 0)
+    return chunk, groups, 8 // groups
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """A WMMA fragment array `name[count_i][count_j]`, held by each warp."""
+
+    name: str
+    role: str  # "matrix_a", "matrix_b", "accumulator"
+    shape: tuple[int, int, int]
+    dtype: str
+    layout: str | None  # "row" / "col" for matrix_a/b; None for the accumulator
+    count: tuple[int, int] = (1, 1)
+
+    @property
+    def rows(self) -> int:
+        m, n, k = self.shape
+        return {"matrix_a": m, "matrix_b": k, "accumulator": m}[self.role]
+
+    @property
+    def cols(self) -> int:
+        m, n, k = self.shape
+        return {"matrix_a": k, "matrix_b": n, "accumulator": n}[self.role]
+
+
+@dataclass(frozen=True)
+class For:
+    var: str
+    start: Expr
+    stop: Expr
+    step: int
+    body: tuple[Stmt, ...]
+    unroll: bool = False
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class Copy:
+    dst: Tile
+    src: Tile
+    vector: int  # elements per chunk (one vector load/store)
+    by: str  # "block" or "warp"
+    mode: str = "sync"  # "sync" or "async"
+    loc: Loc = field(default=NOWHERE, compare=False)
+    axis: str = "cols"  # vectors run along a row ("cols") or down a column ("rows")
+    # Edge tiles: elements of the global side outside the operand are not touched; a load
+    # fills them with zeros (they add nothing to the product), a store skips them.
+    guard: bool = False
+    # The epilogue (tiledsl.ir.epilogue.Epilogue) applied to each element on its way to C.
+    epilogue: object | None = None
+
+
+@dataclass(frozen=True)
+class Fill:
+    frag: FragRef
+    value: float = 0.0
+
+
+@dataclass(frozen=True)
+class LoadFrag:
+    frag: FragRef
+    src: Tile
+
+
+@dataclass(frozen=True)
+class Mma:
+    acc: FragRef
+    a: FragRef
+    b: FragRef
+
+
+@dataclass(frozen=True)
+class StoreFrag:
+    dst: Tile
+    frag: FragRef
+
+
+@dataclass(frozen=True)
+class Barrier:
+    scope: str  # "block" (__syncthreads) or "warp" (__syncwarp)
+    reason: str
+    loc: Loc = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class If:
+    """`if (lhs op rhs) then else orelse`; the condition must be the same for every thread."""
+
+    lhs: Expr
+    op: str  # "<" or "=="
+    rhs: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...] = ()
+
+
+@dataclass(frozen=True)
+class AsyncCommit:
+    """Close the group of this thread's async copies issued since the last commit."""
+
+
+@dataclass(frozen=True)
+class AsyncWait:
+    """Wait until at most `pending` of this thread's committed groups are still in flight."""
+
+    pending: int
+
+
+@dataclass(frozen=True)
+class MmaFence:
+    """wgmma.fence: order this warpgroup's earlier register accesses before the wgmmas below."""
+
+
+@dataclass(frozen=True)
+class MmaCommit:
+    """Close the group of wgmmas issued since the last commit (wgmma.commit_group)."""
+
+
+@dataclass(frozen=True)
+class MmaWait:
+    """Wait until at most `pending` wgmma groups are in flight: the older ones have read
+    their shared-memory tiles and written their accumulators."""
+
+    pending: int
+
+
+Stmt = (
+    For
+    | Copy
+    | Fill
+    | LoadFrag
+    | Mma
+    | StoreFrag
+    | Barrier
+    | If
+    | AsyncCommit
+    | AsyncWait
+    | MmaFence
+    | MmaCommit
+    | MmaWait
+)
+
+
+@dataclass(frozen=True)
+class KernelIR:
+    name: str
+    gemm: Gemm
+    schedule: Schedule
+    target: Target
+    warps: tuple[int, int]  # warps along M and N
+    buffers: tuple[SharedBuffer, ...]
+    fragments: tuple[Fragment, ...]
+    body: tuple[Stmt, ...]
+    passes: tuple[str, ...] = ()  # the passes applied so far, in order
+    raster: tuple[str, int] = ("none", 0)  # block id -> tile order: none, grouped G, zigzag W
+    sync_report: tuple = ()  # sync-elimination's decision per barrier (hazards.SyncDecision)
+    # The guarded twin for sizes that are not multiples of the block tile (tiledsl.lowering.edges);
+    # this kernel, unguarded, is the fast path for sizes that are.
+    edge: KernelIR | None = None
+
+    @property
+    def warp_count(self) -> int:
+        return self.warps[0] * self.warps[1]
+
+    @property
+    def warp_width(self) -> int:
+        """Threads of the IR's `warp`: the target's warp, or wgmma's warpgroup of 4 warps."""
+        return lanes_per_warp(self.schedule, self.target)
+
+    @property
+    def threads(self) -> int:
+        return self.warp_count * self.warp_width
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory to ask for at launch (wgmma: plus the slack that lets the
+        kernel round its base up to 1024 bytes, which the launch does not promise)."""
+        offsets = buffer_offsets(self)
+        used = max((_aligned(offsets[b.name] + b.size_bytes) for b in self.buffers), default=0)
+        return used + WGMMA_ALIGN if used and self.schedule.instruction == "wgmma" else used
+
+    def warp_coords(self) -> dict:
+        """`warp`, `wm`, `wn` of every warp of a block, as numpy arrays (as the emitted
+        prologue computes them: wm = warp / WARPS_N, wn = warp % WARPS_N)."""
+        import numpy as np
+
+        warp = np.arange(self.warp_count)
+        return {"warp": warp, "wm": warp // self.warps[1], "wn": warp % self.warps[1]}
+
+    def buffer(self, name: str) -> SharedBuffer:
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    def fragment(self, name: str) -> Fragment:
+        for f in self.fragments:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+
+def async_mma(kernel: KernelIR) -> bool:
+    """Whether the kernel's wgmmas read A and B asynchronously: once multi-buffering has
+    grouped them (MmaCommit); before it the IR's mma is synchronous (interpretable, not yet
+    emittable)."""
+    return any(isinstance(s, MmaCommit) for s in walk(kernel.body))
+
+
+SMEM_ALIGN = 128
+# wgmma's 128-byte swizzle is a function of address bits 4-9: its tiles start on 1024 bytes.
+WGMMA_ALIGN = 1024
+
+
+def lanes_per_warp(schedule: Schedule, target: Target) -> int:
+    """The threads one IR warp stands for: wgmma is issued by a warpgroup (4 warps)."""
+    return 4 * target.warp_width if schedule.instruction == "wgmma" else target.warp_width
+
+
+def _aligned(nbytes: int, align: int = SMEM_ALIGN) -> int:
+    """Buffers start on 128-byte boundaries (16 is needed for vectors; 128 keeps rows in
+    phase), or on 1024 with wgmma (WGMMA_ALIGN)."""
+    return -(-nbytes // align) * align
+
+
+def buffer_offsets(kernel: KernelIR) -> dict[str, int]:
+    """Byte offset of each shared buffer inside the kernel's dynamic shared memory."""
+    align = WGMMA_ALIGN if kernel.schedule.instruction == "wgmma" else SMEM_ALIGN
+    offsets, at = {}, 0
+    for b in kernel.buffers:
+        if b.alias is not None:
+            offsets[b.name] = offsets[b.alias]  # a union: the bytes of an earlier buffer
+            continue
+        offsets[b.name] = at
+        at += _aligned(b.size_bytes, align)
+    return offsets
+
+
+def walk(body: tuple[Stmt, ...]):
+    """Every statement, depth first, loops and conditions before their bodies."""
+    for s in body:
+        yield s
+        if isinstance(s, For):
+            yield from walk(s.body)
+        elif isinstance(s, If):
+            yield from walk(s.then)
+            yield from walk(s.orelse)
+
+
+def map_body(body: tuple[Stmt, ...], fn) -> tuple[Stmt, ...]:
+    """Rebuild `body` bottom-up: `fn(stmt)` returns a statement or a tuple of statements."""
+    out: list[Stmt] = []
+    for s in body:
+        if isinstance(s, For):
+            s = replace(s, body=map_body(s.body, fn))
+        elif isinstance(s, If):
+            s = replace(s, then=map_body(s.then, fn), orelse=map_body(s.orelse, fn))
+        result = fn(s)
+        out.extend(result if isinstance(result, tuple) else (result,))
+    return tuple(out)

@@ -1,0 +1,142 @@
+"""IR -> deterministic text: what `--print-ir-after-all` shows and golden tests pin.
+
+    kernel hgemm (cuda sm_90, 32-thread warps)
+      gemm     C[m, n] = A[m, k] * B[k, n]
+      ...
+      body
+        fill acc[0][0] = 0
+        for kt in [0, (K + 31) / 32)  # block steps along K
+          copy.block.sync As[0] + (0, 0) 64x32 <- A @ (bm * BM, kt * BK) + (0, 0) 64x32, vector 8
+          barrier.block  # RAW: ...
+
+Only the kernel decides the text: no addresses, no dict ordering, no salted hashes.
+"""
+
+from __future__ import annotations
+
+from ..lowering.lower import named_constants
+from .expr import Expr, to_c
+from .nodes import (
+    AsyncCommit,
+    AsyncWait,
+    Barrier,
+    Copy,
+    Fill,
+    For,
+    GlobalTile,
+    If,
+    KernelIR,
+    LoadFrag,
+    Mma,
+    MmaCommit,
+    MmaFence,
+    MmaWait,
+    SharedTile,
+    StoreFrag,
+    Tile,
+)
+
+
+def print_ir(kernel: KernelIR) -> str:
+    g, s, t = kernel.gemm, kernel.schedule, kernel.target
+    consts = named_constants(s)
+    lines = [
+        f"kernel {kernel.name} ({t.name}, {kernel.warp_width}-thread "
+        + ("warpgroups as warps)" if kernel.warp_width != t.warp_width else "warps)"),
+        f"  gemm     {g.text}",
+        f"  operands {', '.join(str(o) for o in (g.a, g.b, g.c))}",
+        f"  consts   {', '.join(f'{n} = {c.value}' for n, c in consts.items())}",
+        f"  grid     ceil(M / BM) x ceil(N / BN) block tiles, swizzle {_swizzle(kernel)}",
+        f"  warps    {kernel.warps[0]} x {kernel.warps[1]} ({kernel.threads} threads)",
+    ]
+    if kernel.edge is not None:
+        lines.append(
+            f"  edges    sizes that are not multiples of BM x BN x BK run {kernel.edge.name}: "
+            "the same passes, guarded copies, C staged per warp"
+        )
+    for b in kernel.buffers:
+        lines.append(
+            f"  shared   {b.name}: {b.dtype}[{b.slots}][{b.rows}][{b.cols}] {b.layout} "
+            f"pitch {b.pitch}"
+            + (f" xor, {b.panel}-element panels" if b.panel else "")
+            + f"  # {b.purpose}, {b.size_bytes} bytes"
+        )
+    for f in kernel.fragments:
+        layout = f" {f.layout}" if f.layout else ""
+        m, n, k = f.shape
+        lines.append(
+            f"  frag     {f.name}[{f.count[0]}][{f.count[1]}]: {f.role} {f.dtype} "
+            f"{m}x{n}x{k}{layout}"
+        )
+    lines.append("  body")
+    _body(kernel.body, 2, lines)
+    return "\n".join(lines) + "\n"
+
+
+def _swizzle(kernel: KernelIR) -> str:
+    s = kernel.schedule
+    return "none" if s.swizzle == "none" else f"{s.swizzle} {s.swizzle_param}"
+
+
+def tile_text(tile: Tile) -> str:
+    off = f"({_e(tile.offset[0])}, {_e(tile.offset[1])})"
+    if isinstance(tile, SharedTile):
+        return f"{tile.buffer}[{_e(tile.slot)}] + {off} {tile.rows}x{tile.cols}"
+    assert isinstance(tile, GlobalTile)
+    origin = f"({_e(tile.origin[0])}, {_e(tile.origin[1])})"
+    return f"{tile.operand} @ {origin} + {off} {tile.rows}x{tile.cols}"
+
+
+def stmt_text(stmt) -> str:
+    """One line for a statement (a loop's header for a For)."""
+    if isinstance(stmt, For):
+        unroll = " unroll" if stmt.unroll else ""
+        step = f" step {stmt.step}" if stmt.step != 1 else ""
+        note = f"  # {stmt.comment}" if stmt.comment else ""
+        return f"for {stmt.var} in [{_e(stmt.start)}, {_e(stmt.stop)}){step}{unroll}{note}"
+    if isinstance(stmt, Copy):
+        return (
+            f"copy.{stmt.by}.{stmt.mode} {tile_text(stmt.dst)} <- {tile_text(stmt.src)}, "
+            f"vector {stmt.vector}"
+            + (", guarded" if stmt.guard else "")
+            + (f", epilogue {stmt.epilogue.describe()}" if stmt.epilogue else "")
+        )
+    if isinstance(stmt, Fill):
+        return f"fill {stmt.frag} = {stmt.value:g}"
+    if isinstance(stmt, LoadFrag):
+        return f"load_frag {stmt.frag} <- {tile_text(stmt.src)}"
+    if isinstance(stmt, Mma):
+        return f"mma {stmt.acc} += {stmt.a} * {stmt.b}"
+    if isinstance(stmt, StoreFrag):
+        return f"store_frag {tile_text(stmt.dst)} <- {stmt.frag}"
+    if isinstance(stmt, Barrier):
+        return f"barrier.{stmt.scope}  # {stmt.reason}"
+    if isinstance(stmt, If):
+        return f"if {_e(stmt.lhs)} {stmt.op} {_e(stmt.rhs)}"
+    if isinstance(stmt, AsyncCommit):
+        return "async.commit"
+    if isinstance(stmt, AsyncWait):
+        return f"async.wait pending={stmt.pending}"
+    if isinstance(stmt, MmaFence):
+        return "mma.fence"
+    if isinstance(stmt, MmaCommit):
+        return "mma.commit"
+    if isinstance(stmt, MmaWait):
+        return f"mma.wait pending={stmt.pending}"
+    raise TypeError(f"no text for {type(stmt).__name__}")
+
+
+def _body(body, depth: int, lines: list[str]) -> None:
+    for stmt in body:
+        lines.append("  " * depth + stmt_text(stmt))
+        if isinstance(stmt, For):
+            _body(stmt.body, depth + 1, lines)
+        elif isinstance(stmt, If):
+            _body(stmt.then, depth + 1, lines)
+            if stmt.orelse:
+                lines.append("  " * depth + "else")
+                _body(stmt.orelse, depth + 1, lines)
+
+
+def _e(e: Expr) -> str:
+    return to_c(e)

@@ -1,0 +1,315 @@
+"""Invariants of the IR, checked after lowering and after every pass.
+
+A failure here is a compiler bug or a schedule that crosses a target limit; it
+is reported as a located TileError (the directive that asked for the offending
+part), never as a crash in the emitter or on the GPU.
+"""
+
+from __future__ import annotations
+
+from ..errors import Collector
+from .expr import BinOp, Const, Expr, Var, variables
+from .nodes import (
+    DTYPE_BYTES,
+    Barrier,
+    Copy,
+    Fill,
+    For,
+    GlobalTile,
+    If,
+    KernelIR,
+    LoadFrag,
+    Mma,
+    SharedTile,
+    StoreFrag,
+)
+
+KERNEL_VARS = frozenset({"bm", "bn", "wm", "wn", "warp"})
+THREAD_VARS = frozenset({"wm", "wn", "warp"})  # differ between threads of one block
+
+
+def limit_problems(kernel: KernelIR, stage: str, final_stage: str) -> list:
+    """The target's per-block limits that the kernel to be emitted breaks (Diagnostics).
+
+    Intermediate forms may exceed them (the naive form of a 128 x 128 block has one
+    warp per fragment, 64 warps); only what is emitted must fit. The analysis refuses
+    most schedules over a limit before anything is built (tiledsl.frontend.analysis); this is
+    the exact count, for the pad that `pad auto` chose.
+    """
+    errs = Collector()
+    s, t = kernel.schedule, kernel.target
+    early = (
+        [
+            f"this is the IR after {stage}; the full pipeline ends with {final_stage}, "
+            "which may fit (--stop-after a later pass)"
+        ]
+        if stage != final_stage
+        else []
+    )
+    if kernel.threads > t.max_threads_per_block:
+        errs.add(
+            s.loc("block"),
+            f"{kernel.threads} threads per block; {t.name} allows {t.max_threads_per_block}",
+            *early,
+            "use a smaller block tile, or coarsen warps (`coarsen 2 x 2`)",
+        )
+    if kernel.smem_bytes > t.max_smem_per_block:
+        errs.add(
+            s.loc("stages"),
+            f"{kernel.smem_bytes} bytes of shared memory per block; "
+            f"{t.name} allows {t.max_smem_per_block}",
+            *early,
+            "use fewer stages, a smaller block tile or less padding",
+        )
+    return errs.diagnostics
+
+
+def verify(kernel: KernelIR, after: str = "lower") -> None:
+    """Raise TileError if `kernel` breaks an invariant; `after` names the stage for messages."""
+    errs = Collector()
+    s = kernel.schedule
+    frags = {f.name: f for f in kernel.fragments}
+    buffers = {b.name: b for b in kernel.buffers}
+    bounds = {
+        "wm": (0, kernel.warps[0] - 1),
+        "wn": (0, kernel.warps[1] - 1),
+        "warp": (0, kernel.warp_count - 1),
+    }
+    sizes = set(kernel.gemm.size_args)
+
+    def problem(msg: str) -> None:
+        errs.add(
+            s.kernel_loc,
+            f"invalid IR after {after}: {msg}",
+            "this is a tiledsl bug; please report it with the .tile file",
+        )
+
+    def check_expr(e: Expr, scope: frozenset[str]) -> None:
+        unknown = variables(e) - scope - KERNEL_VARS - sizes
+        if unknown:
+            problem(f"'{sorted(unknown)[0]}' is used outside the loop that defines it")
+
+    def check_tile(tile, scope) -> None:
+        for e in tile.offset:
+            check_expr(e, scope)
+        if isinstance(tile, SharedTile):
+            buf = buffers.get(tile.buffer)
+            if buf is None:
+                problem(f"shared buffer '{tile.buffer}' is not declared")
+                return
+            check_expr(tile.slot, scope)
+            for e, extent, limit, what in (
+                (tile.offset[0], tile.rows, buf.rows, "rows"),
+                (tile.offset[1], tile.cols, buf.cols, "columns"),
+                (tile.slot, 1, buf.slots, "slots"),
+            ):
+                lo, hi = interval(e, bounds)
+                if lo < 0 or hi + extent > limit:
+                    problem(
+                        f"a {tile.rows}x{tile.cols} tile of {buf.name} reaches {what} "
+                        f"[{lo}, {hi + extent}) outside [0, {limit})"
+                    )
+        else:
+            for e in tile.origin:
+                check_expr(e, scope)
+
+    def check_frag(ref, role: str) -> None:
+        f = frags.get(ref.name)
+        if f is None:
+            problem(f"fragment '{ref.name}' is not declared")
+        elif f.role != role:
+            problem(f"fragment '{ref.name}' is a {f.role}, used as a {role}")
+        else:
+            (i_lo, i_hi), (j_lo, j_hi) = interval(ref.i, bounds), interval(ref.j, bounds)
+            if i_lo < 0 or j_lo < 0 or i_hi >= f.count[0] or j_hi >= f.count[1]:
+                problem(f"fragment {ref} is outside {ref.name}[{f.count[0]}][{f.count[1]}]")
+
+    def walk(body, scope: frozenset[str]) -> None:
+        for stmt in body:
+            if isinstance(stmt, For):
+                for e in (stmt.start, stmt.stop):
+                    check_expr(e, scope)
+                    if variables(e) & THREAD_VARS:
+                        problem(
+                            f"loop {stmt.var} has thread-dependent bounds (barriers inside "
+                            "would diverge)"
+                        )
+                if isinstance(stmt.start, Const) and isinstance(stmt.stop, Const):
+                    bounds[stmt.var] = (stmt.start.value, stmt.stop.value - 1)
+                walk(stmt.body, scope | {stmt.var})
+            elif isinstance(stmt, Copy):
+                check_tile(stmt.dst, scope)
+                check_tile(stmt.src, scope)
+                if (stmt.dst.rows, stmt.dst.cols) != (stmt.src.rows, stmt.src.cols):
+                    problem("a copy's source and destination tiles differ in shape")
+                if stmt.src.cols % stmt.vector:
+                    problem(f"copy vector {stmt.vector} does not divide a {stmt.src.cols}-wide row")
+            elif isinstance(stmt, (LoadFrag, StoreFrag)):
+                tile = stmt.src if isinstance(stmt, LoadFrag) else stmt.dst
+                check_tile(tile, scope)
+                f = frags.get(stmt.frag.name)
+                if f and (tile.rows, tile.cols) != (f.rows, f.cols):
+                    problem(
+                        f"{stmt.frag} is {f.rows}x{f.cols} but its tile is {tile.rows}x{tile.cols}"
+                    )
+                tile_dtype = (
+                    buffers[tile.buffer].dtype
+                    if isinstance(tile, SharedTile) and tile.buffer in buffers
+                    else kernel.gemm.operand(tile.operand).dtype
+                    if isinstance(tile, GlobalTile)
+                    else None
+                )
+                if f and tile_dtype and tile_dtype != f.dtype:
+                    problem(
+                        f"{stmt.frag} holds {f.dtype} but its tile is {tile_dtype} "
+                        "(WMMA loads and stores do not convert)"
+                    )
+                if isinstance(stmt, StoreFrag):
+                    check_frag(stmt.frag, "accumulator")
+                elif f is not None:
+                    check_frag(stmt.frag, f.role)
+            elif isinstance(stmt, Mma):
+                check_frag(stmt.acc, "accumulator")
+                check_frag(stmt.a, "matrix_a")
+                check_frag(stmt.b, "matrix_b")
+            elif isinstance(stmt, Fill):
+                check_frag(stmt.frag, "accumulator")
+            elif isinstance(stmt, Barrier):
+                if stmt.scope not in ("block", "warp"):
+                    problem(f"unknown barrier scope '{stmt.scope}'")
+            elif isinstance(stmt, If):
+                for e in (stmt.lhs, stmt.rhs):
+                    check_expr(e, scope)
+                    if variables(e) & THREAD_VARS:
+                        problem("a condition depends on the thread (barriers inside would diverge)")
+                walk(stmt.then, scope)
+                walk(stmt.orelse, scope)
+
+    walk(kernel.body, frozenset())
+    _check_fragment_alignment(kernel, errs)
+    for b in kernel.buffers:
+        if b.pitch < b.line_length or (b.pitch * DTYPE_BYTES[b.dtype]) % 16:
+            problem(
+                f"buffer {b.name}: pitch {b.pitch} must be ≥ {b.line_length} "
+                "and keep lines 16-byte aligned"
+            )
+    errs.raise_if_any()
+
+
+def interval(e: Expr, bounds: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    """Smallest and largest value of `e` over the variables' inclusive bounds."""
+    if isinstance(e, Const):
+        return e.value, e.value
+    if isinstance(e, Var):
+        return bounds.get(e.name, (0, 0))
+    assert isinstance(e, BinOp)
+    (a, b), (c, d) = interval(e.lhs, bounds), interval(e.rhs, bounds)
+    if e.op == "+":
+        return a + c, b + d
+    if e.op == "-":
+        return a - d, b - c
+    if e.op == "min":
+        return min(a, c), min(b, d)
+    if e.op == "*":
+        products = (a * c, a * d, b * c, b * d)
+        return min(products), max(products)
+    if e.op == "/":
+        return a // max(d, 1), b // max(c, 1)
+    return 0, d - 1  # e % positive constant
+
+
+def pow2_alignment(e: Expr, known: dict[str, int]) -> int:
+    """The largest power of two that divides `e` for every value of its variables.
+
+    `known` gives what is known of a variable (a size parameter is a multiple of
+    its block tile, since other sizes are refused at run time); others count as 1.
+    """
+    if isinstance(e, Const):
+        return e.value & -e.value if e.value else 1 << 30
+    if isinstance(e, Var):
+        return known.get(e.name, 1)
+    assert isinstance(e, BinOp)
+    a, b = pow2_alignment(e.lhs, known), pow2_alignment(e.rhs, known)
+    if e.op in ("+", "-"):
+        return min(a, b)
+    if e.op == "*":
+        return min(a * b, 1 << 30)
+    if e.op == "^":
+        return min(a, b)  # XOR keeps every low bit both operands have clear
+    return 1
+
+
+def _check_descriptor_tile(kernel, stmt, tile, base: int, known: dict, errs: Collector) -> None:
+    """A wgmma descriptor points at a tile of a 128-byte-swizzled buffer: the buffer on
+    1024 bytes, the tile's first line a multiple of 8 (the swizzle's phase) and its first
+    element on 16 bytes; anything else reads other elements than the IR says."""
+    s = kernel.schedule
+    if not isinstance(tile, SharedTile) or not kernel.buffer(tile.buffer).panel:
+        return  # before padding: the IR is interpretable, not yet emittable as wgmma
+    buf = kernel.buffer(tile.buffer)
+    line, pos = tile.offset if buf.layout == "row" else tile.offset[::-1]
+    chunk = 16 // DTYPE_BYTES[buf.dtype]
+    if base % 1024 or pow2_alignment(line, known) < 8 or pow2_alignment(pos, known) < chunk:
+        errs.add(
+            s.loc("mma"),
+            f"a wgmma tile of {buf.name} starts at line {line}, element {pos} (buffer at "
+            f"byte {base}): descriptors need lines in 8s, 16-byte elements and 1024-byte "
+            "buffers",
+            "this is a tiledsl bug in the pipeline it built; please report it",
+        )
+
+
+def _check_fragment_alignment(kernel: KernelIR, errs: Collector) -> None:
+    """WMMA loads and stores need 32-byte aligned pointers and 16-byte multiples of ldm."""
+    from .nodes import buffer_offsets
+    from .nodes import walk as walk_stmts
+
+    s, g = kernel.schedule, kernel.gemm
+    bm, bn, bk = s.block
+    known = {name: tile & -tile for name, tile in zip("MNK", (bm, bn, bk))}
+    offsets = buffer_offsets(kernel)
+    for stmt in walk_stmts(kernel.body):
+        if not isinstance(stmt, (LoadFrag, StoreFrag)):
+            continue
+        tile = stmt.src if isinstance(stmt, LoadFrag) else stmt.dst
+        if isinstance(tile, SharedTile):
+            buf = kernel.buffer(tile.buffer)
+            size, ld = DTYPE_BYTES[buf.dtype], Const(buf.pitch)
+            element = buf.element(tile.slot, tile.offset[0], tile.offset[1])
+            base = offsets[buf.name]
+        else:
+            op = g.operand(tile.operand)
+            size, ld = DTYPE_BYTES[op.dtype], op.leading_dim
+            element = op.offset(tile.origin[0] + tile.offset[0], tile.origin[1] + tile.offset[1])
+            base = 0
+        if s.instruction == "wgmma" and kernel.fragment(stmt.frag.name).role != "accumulator":
+            _check_descriptor_tile(kernel, stmt, tile, base, known, errs)
+            continue
+        pointer = min(pow2_alignment(element, known) * size, base & -base if base else 1 << 30)
+        ldm = pow2_alignment(ld, known) * size
+        if s.instruction in ("mma.sync", "wgmma"):
+            # ldmatrix reads 16-byte rows; accumulators move 2 elements per lane and row.
+            frag = kernel.fragment(stmt.frag.name)
+            need = 2 * size if frag.role == "accumulator" else 16
+            if pointer < need or ldm < need:
+                name = tile.buffer if isinstance(tile, SharedTile) else tile.operand
+                errs.add(
+                    s.loc("mma"),
+                    f"{frag.role} fragments of {name} would be reached through pointers only "
+                    f"{pointer}-byte aligned (rows {ldm} bytes apart); mma.sync's "
+                    f"{'ldmatrix rows' if need == 16 else 'lanes'} need {need}",
+                    "use tile sizes that are multiples of 8 elements",
+                )
+                return
+            continue
+        if pointer < 32 or ldm < 16:
+            name = tile.buffer if isinstance(tile, SharedTile) else tile.operand
+            m, n, k = s.mma
+            errs.add(
+                s.loc("mma"),
+                f"{m} x {n} x {k} fragments of {name} would be loaded from "
+                f"pointers only {pointer}-byte aligned (ldm {ldm} bytes); WMMA needs "
+                "32-byte aligned pointers and ldm a multiple of 16 bytes",
+                "use 16 x 16 x 16 fragments, or a shape whose fragments sit 32 bytes apart",
+            )
+            return

@@ -1,0 +1,119 @@
+"""Edge tiles: a guarded twin of each kernel, for sizes that are not multiples of the tile.
+
+    twin = edge_twin(analysis, kernel, build)     # KernelIR named `<name>_edge`, or None
+    fast = fits_block_tile(kernel, sizes)          # which of the two a size runs
+    kernel, launch = variant(kernel, launch, size) # ... and the pair that runs it
+
+The kernel the passes produce assumes M, N and K are multiples of BM, BN and BK:
+its steady-state loop has no bounds checks at all. For every other size the
+launcher runs its twin, built from the same schedule with two changes:
+
+* C goes through the per-warp staging tile (`epilogue_via shared`), because a
+  WMMA store cannot be predicated element by element;
+* every copy between global and shared memory is guarded (`Copy.guard`): a load
+  fills elements outside the operand with zeros, which add nothing to the
+  product (a partial K step is a zero-padded one), and a store skips them.
+
+The grid already covers ceil(M / BM) x ceil(N / BN) tiles and the K loop runs
+ceil(K / BK) steps, so nothing else changes: the same passes, barriers and
+pipeline, verified the same way. In the emitted code a guarded copy still moves
+whole vectors where a vector lies inside the operand and the operand's leading
+dimension keeps it aligned; elsewhere it moves single elements
+(`vector_fallbacks` says which operands need that for a given size).
+
+Schedules whose fragments read global memory directly (`stages 0`) have no twin:
+WMMA cannot guard a fragment load, so they run multiples of the block tile only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from ..frontend.analysis import Analysis
+from ..ir.expr import evaluate
+from ..ir.gemm import OperandInfo
+from ..ir.nodes import Copy, GlobalTile, KernelIR, LoadFrag, StoreFrag, map_body, walk
+
+EDGE_SUFFIX = "_edge"
+
+
+def edge_twin(analysis: Analysis, build: Callable[[Analysis], KernelIR]) -> KernelIR | None:
+    """The guarded twin of `analysis`'s kernel, or None when its fragments read global memory.
+
+    `build` lowers and runs the pass pipeline (the driver's, so the twin is verified
+    after every stage like the kernel itself).
+    """
+    staged = replace(
+        analysis,
+        name=analysis.name + EDGE_SUFFIX,
+        schedule=replace(analysis.schedule, epilogue_via="shared"),
+    )
+    kernel = build(staged)
+    if any(
+        isinstance(s, LoadFrag | StoreFrag)
+        and isinstance(getattr(s, "src", None) or getattr(s, "dst", None), GlobalTile)
+        for s in walk(kernel.body)
+    ):
+        return None
+    return guard_copies(kernel)
+
+
+def guard_copies(kernel: KernelIR) -> KernelIR:
+    """Every copy with a global side checks the operand's bounds."""
+
+    def guard(stmt):
+        if isinstance(stmt, Copy) and (
+            isinstance(stmt.src, GlobalTile) or isinstance(stmt.dst, GlobalTile)
+        ):
+            return replace(stmt, guard=True)
+        return stmt
+
+    return replace(kernel, body=map_body(kernel.body, guard), passes=(*kernel.passes, "edges"))
+
+
+def fits_block_tile(kernel: KernelIR, sizes: dict[str, int]) -> bool:
+    """Whether M, N and K (at these sizes) are multiples of BM, BN and BK: the fast path."""
+    g = kernel.gemm
+    return all(
+        int(evaluate(dim, sizes)) % tile == 0
+        for dim, tile in zip((g.m, g.n, g.k), kernel.schedule.block)
+    )
+
+
+def guarded_vectors(kernel: KernelIR) -> list[tuple[OperandInfo, int]]:
+    """(operand, elements per vector) of the twin's guarded vector copies, each pair once.
+
+    A vector of V elements is aligned when the operand's leading dimension is a
+    multiple of V (tiles start at multiples of V along the contiguous axis).
+    """
+    out = []
+    for stmt in walk(kernel.body):
+        if isinstance(stmt, Copy) and stmt.guard and stmt.vector > 1:
+            tile = stmt.src if isinstance(stmt.src, GlobalTile) else stmt.dst
+            pair = (kernel.gemm.operand(tile.operand), stmt.vector)
+            if pair not in out:
+                out.append(pair)
+    return out
+
+
+def vector_fallbacks(kernel: KernelIR, sizes: dict[str, int]) -> list[str]:
+    """Operands whose guarded copies fall back to single elements at these sizes."""
+    out = []
+    for op, vector in guarded_vectors(kernel):
+        ld = int(evaluate(op.leading_dim, sizes))
+        if ld % vector:
+            out.append(
+                f"{op.name}: leading dimension {ld} is not a multiple of {vector} "
+                f"elements, so its copies move single elements instead of "
+                f"{vector}-element vectors"
+            )
+    return out
+
+
+def variant(kernel: KernelIR, launch, size: tuple[int, int, int]):
+    """(kernel, launch) that runs `size`: the fast path on multiples of the tile, else the twin."""
+    sizes = dict(zip("MNK", size))
+    if fits_block_tile(kernel, sizes) or kernel.edge is None:
+        return kernel, launch
+    return kernel.edge, launch.edge if launch is not None else None

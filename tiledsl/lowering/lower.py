@@ -1,0 +1,96 @@
+"""Lowering: a checked kernel becomes the naive IR form of the spec.
+
+Every warp computes one mma.M x mma.N fragment of C, loading its A and B
+fragments straight from global memory (the seeds' v1). The K loop is already
+split into block steps (`kt`, BK wide) and fragment steps (`kk`, mma.K wide) so
+that smem-tiling only has to add copies at the top of the `kt` body.
+
+    fill acc[0][0] = 0                                  (C = ...;  C += ... loads C)
+    for kt in [0, K / BK):
+      for kk in [0, BK / MMA_K) unroll:
+        load_frag a[0][0] <- A @ (bm * BM, kt * BK) + (wm * MMA_M, kk * MMA_K)
+        load_frag b[0][0] <- B @ (kt * BK, bn * BN) + (kk * MMA_K, wn * MMA_N)
+        mma acc[0][0] += a[0][0] * b[0][0]
+    store_frag C @ (bm * BM, bn * BN) + (wm * MMA_M, wn * MMA_N) <- acc[0][0]
+
+With `epilogue_via shared` (the default for f16 C) the load and store of C go
+through a per-warp shared-memory tile instead (tiledsl.lowering.staging).
+"""
+
+from __future__ import annotations
+
+from ..frontend.analysis import Analysis
+from ..ir.expr import Const, Var, ceil_div
+from ..ir.nodes import (
+    Fill,
+    For,
+    Fragment,
+    FragRef,
+    GlobalTile,
+    KernelIR,
+    LoadFrag,
+    Mma,
+    StoreFrag,
+)
+from ..ir.schedule import Schedule
+from .staging import stage_epilogue
+
+BM_VAR, BN_VAR, WM_VAR, WN_VAR = Var("bm"), Var("bn"), Var("wm"), Var("wn")
+
+
+def named_constants(s: Schedule) -> dict[str, Const]:
+    """The schedule's numbers under the names the emitted code declares them by."""
+    (bm, bn, bk), (mm, mn, mk) = s.block, s.mma
+    return {
+        "BM": Const(bm, "BM"),
+        "BN": Const(bn, "BN"),
+        "BK": Const(bk, "BK"),
+        "MMA_M": Const(mm, "MMA_M"),
+        "MMA_N": Const(mn, "MMA_N"),
+        "MMA_K": Const(mk, "MMA_K"),
+    }
+
+
+def lower(analysis: Analysis) -> KernelIR:
+    g, s = analysis.gemm, analysis.schedule
+    c = named_constants(s)
+    kt, kk = Var("kt"), Var("kk")
+    mm, mn, mk = s.mma
+    a_tile = GlobalTile(
+        g.a.name, (BM_VAR * c["BM"], kt * c["BK"]), (WM_VAR * c["MMA_M"], kk * c["MMA_K"]), mm, mk
+    )
+    b_tile = GlobalTile(
+        g.b.name, (kt * c["BK"], BN_VAR * c["BN"]), (kk * c["MMA_K"], WN_VAR * c["MMA_N"]), mk, mn
+    )
+    c_tile = GlobalTile(
+        g.c.name,
+        (BM_VAR * c["BM"], BN_VAR * c["BN"]),
+        (WM_VAR * c["MMA_M"], WN_VAR * c["MMA_N"]),
+        mm,
+        mn,
+    )
+    a, b, acc = FragRef("a"), FragRef("b"), FragRef("acc")
+    fragments = (
+        # A fragment reads its tile in the layout the operand is stored in.
+        Fragment("a", "matrix_a", s.mma, g.a.dtype, g.a.layout),
+        Fragment("b", "matrix_b", s.mma, g.b.dtype, g.b.layout),
+        Fragment("acc", "accumulator", s.mma, s.accumulate, None),
+    )
+    k_steps = For(
+        "kk",
+        Const(0),
+        Const(s.block[2] // mk),
+        1,
+        (LoadFrag(a, a_tile), LoadFrag(b, b_tile), Mma(acc, a, b)),
+        unroll=True,
+        comment="fragment steps of one block step",
+    )
+    main_loop = For(
+        "kt", Const(0), ceil_div(g.k, c["BK"]), 1, (k_steps,), comment="block steps along K"
+    )
+    # With an epilogue, `+=` reads C in the epilogue (beta 1), so the accumulator starts at 0.
+    init = LoadFrag(acc, c_tile) if g.accumulate and not s.epilogue else Fill(acc, 0.0)
+    body = (init, main_loop, StoreFrag(c_tile, acc))
+    warps = (s.block[0] // mm, s.block[1] // mn)
+    kernel = KernelIR(analysis.name, g, s, analysis.target, warps, (), fragments, body)
+    return stage_epilogue(kernel) if s.epilogue_via == "shared" else kernel

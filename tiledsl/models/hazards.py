@@ -1,0 +1,298 @@
+"""Which barriers a kernel needs: a hazard analysis over its shared-memory accesses.
+
+Following TVM's ThreadSync, Triton's Membar and MLIR's gpu-eliminate-barriers:
+every shared-memory access is modelled as (byte range, write or read, issuer),
+where the issuer is a thread (block copies), a lane (warp copies) or a whole warp
+(WMMA ops, whose lane mapping is unspecified). Two accesses need a barrier
+between them when they may touch one byte, one writes, and different threads
+may issue them: a block barrier when they may come from different warps, a warp
+barrier when only from one warp (a warp's own staging slot). Anything not
+provably disjoint overlaps; byte ranges make aliased buffers (Cs over As) meet.
+
+The accesses come from straight-line traces of one block: loops with constant
+bounds are unrolled, and the K loop is run for T = 1, 2, … S + 2 steps with its
+conditions decided (the prologue's `s < T`, the steady state's `kt + S - 1 < T`),
+which covers the prologue, the steady state with every slot in use, and the
+drain: the accesses depend on kt only through kt % S and on T only near the end.
+An async copy writes from its issue until the wait that retires its group, so
+it is ordered after earlier accesses at its issue and before later ones at that
+wait; an access in between is a missing wait, which no barrier mends. wgmma's reads
+of its A and B tiles are asynchronous the same way, from the issue until the
+`wgmma.wait_group` that retires their group.
+
+A barrier is redundant when every hazard it orders is also ordered by another
+barrier that stays. Each barrier's decision comes with the hazard that keeps it
+(or the reason it goes), for `tiledsl compile --explain-sync`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import error
+from ..ir.expr import evaluate
+from ..ir.nodes import (
+    DTYPE_BYTES,
+    AsyncCommit,
+    AsyncWait,
+    Barrier,
+    Copy,
+    For,
+    If,
+    KernelIR,
+    LoadFrag,
+    MmaCommit,
+    MmaWait,
+    SharedTile,
+    StoreFrag,
+    async_mma,
+    buffer_offsets,
+    walk,
+)
+from ..ir.printer import stmt_text
+
+INF = 1 << 60
+
+
+@dataclass
+class _Access:
+    start: int  # position of the access (for an async copy: its issue)
+    end: int  # position where it is complete (for an async copy: the retiring wait)
+    lo: int
+    hi: int  # byte range [lo, hi)
+    write: bool
+    issuer: str  # "threads", "lanes" or "warp"
+    private: bool  # inside the issuing warp's own slot of a per-warp buffer
+    signature: tuple  # copies with one signature give each element to the same thread
+    stmt: object
+    buffer: str
+
+
+@dataclass(frozen=True)
+class Hazard:
+    kind: str  # RAW, WAR or WAW
+    scope: str  # "block" or "warp"
+    first: str
+    second: str
+    buffer: str
+
+
+@dataclass(frozen=True)
+class SyncDecision:
+    index: int  # barriers numbered in program order, from 1
+    barrier: Barrier
+    kept: bool
+    why: str
+
+
+class _Trace:
+    def __init__(self, kernel: KernelIR, steps: int):
+        self.k = kernel
+        self.offsets = buffer_offsets(kernel)
+        bm, bn, bk = kernel.schedule.block
+        self.env = {"M": bm, "N": bn, "K": steps * bk, "bm": 0, "bn": 0, **kernel.warp_coords()}
+        self.pos = 0
+        self.accesses: list[_Access] = []
+        self.barriers: list[tuple[int, Barrier]] = []
+        self.pending: list[list[_Access]] = []  # committed groups in flight
+        self.uncommitted: list[_Access] = []
+        self.mma_pending: list[list[_Access]] = []  # wgmma groups in flight
+        self.mma_uncommitted: list[_Access] = []
+        self.async_mma = async_mma(kernel)
+
+    def run(self, body) -> None:
+        for s in body:
+            self.pos += 1
+            if isinstance(s, For):
+                start, stop = int(evaluate(s.start, self.env)), int(evaluate(s.stop, self.env))
+                for v in range(start, stop, s.step):
+                    self.env[s.var] = v
+                    self.run(s.body)
+                self.env.pop(s.var, None)
+            elif isinstance(s, If):
+                lhs, rhs = evaluate(s.lhs, self.env), evaluate(s.rhs, self.env)
+                self.run(s.then if (lhs < rhs if s.op == "<" else lhs == rhs) else s.orelse)
+            elif isinstance(s, Barrier):
+                self.barriers.append((self.pos, s))
+            elif isinstance(s, AsyncCommit):
+                self.pending.append(self.uncommitted)
+                self.uncommitted = []
+            elif isinstance(s, AsyncWait):
+                while len(self.pending) > s.pending:
+                    for a in self.pending.pop(0):
+                        a.end = self.pos
+            elif isinstance(s, Copy):
+                for tile, write in ((s.src, False), (s.dst, True)):
+                    if isinstance(tile, SharedTile):
+                        issuer = "threads" if s.by == "block" else "lanes"
+                        sig = (s.by, tile.rows, tile.cols, s.vector)
+                        a = self._access(tile, write, issuer, sig, s)
+                        if write and s.mode == "async":
+                            a.end = INF
+                            self.uncommitted.append(a)
+            elif isinstance(s, MmaCommit):
+                self.mma_pending.append(self.mma_uncommitted)
+                self.mma_uncommitted = []
+            elif isinstance(s, MmaWait):
+                while len(self.mma_pending) > s.pending:
+                    for a in self.mma_pending.pop(0):
+                        a.end = self.pos
+            elif isinstance(s, (LoadFrag, StoreFrag)):
+                tile = s.src if isinstance(s, LoadFrag) else s.dst
+                if isinstance(tile, SharedTile):
+                    a = self._access(tile, isinstance(s, StoreFrag), "warp", (), s)
+                    role = self.k.fragment(s.frag.name).role
+                    if self.async_mma and isinstance(s, LoadFrag) and role != "accumulator":
+                        a.end = INF  # read by the tensor cores until its group retires
+                        self.mma_uncommitted.append(a)
+
+    def _access(self, tile: SharedTile, write: bool, issuer: str, sig: tuple, stmt) -> _Access:
+        buf = self.k.buffer(tile.buffer)
+        size = DTYPE_BYTES[buf.dtype]
+        slot = np.asarray(evaluate(tile.slot, self.env))
+        r0 = np.asarray(evaluate(tile.offset[0], self.env))
+        c0 = np.asarray(evaluate(tile.offset[1], self.env))
+        if buf.xor:
+            # Swizzled chunks stay inside their line, not inside the tile's columns:
+            # the footprint is the tile's whole lines (a superset, so no hazard is missed).
+            l0, count = (r0, tile.rows) if buf.layout == "row" else (c0, tile.cols)
+            first = buf.line_span(slot, l0)[0]
+            last = buf.line_span(slot, l0 + count - 1)[1] - 1
+        else:
+            first = buf.element(slot, r0, c0)
+            last = buf.element(slot, r0 + tile.rows - 1, c0 + tile.cols - 1)
+        base = self.offsets[buf.name]
+        private = buf.per_warp and str(tile.slot) == "warp"
+        a = _Access(
+            self.pos,
+            self.pos,
+            base + int(np.min(first)) * size,
+            base + (int(np.max(last)) + 1) * size,
+            write,
+            issuer,
+            private,
+            sig,
+            stmt,
+            buf.name,
+        )
+        self.accesses.append(a)
+        return a
+
+
+def _needs(p: _Access, q: _Access) -> str | None:
+    """The barrier scope that must order p before q, or None."""
+    if not (p.write or q.write) or p.hi <= q.lo or q.hi <= p.lo:
+        return None
+    if (
+        p.issuer == q.issuer
+        and p.signature == q.signature
+        and p.issuer != "lanes"
+        and (p.issuer == "threads" or p.private and q.private)
+    ):
+        return None  # the same thread (or the same warp, in its own slot) in program order
+    if p.private and q.private:
+        if p.issuer == q.issuer == "lanes" and p.signature == q.signature:
+            return None
+        return "warp"
+    return "block"
+
+
+def _hazards(kernel: KernelIR, steps: int):
+    """(hazard, ids of the barriers between the two accesses that can order them)."""
+    trace = _Trace(kernel, steps)
+    trace.run(kernel.body)
+    out = []
+    accesses = trace.accesses
+    for qi, q in enumerate(accesses):
+        for p in accesses[:qi]:
+            scope = _needs(p, q)
+            if scope is None:
+                continue
+            if p.end > q.start:  # p is asynchronous and still in flight when q runs
+                what = "reading" if not p.write else "copying into"
+                wait = "wgmma.wait_group" if not p.write else "cp.async wait"
+                raise HazardError(
+                    f"`{stmt_text(q.stmt)}` touches {q.buffer} while "
+                    f"`{stmt_text(p.stmt)}` may still be {what} it: a "
+                    f"{wait} is missing, and no barrier can mend that"
+                )
+            covers = frozenset(
+                id(b)
+                for at, b in trace.barriers
+                if p.end < at < q.start and (scope == "warp" or b.scope == "block")
+            )
+            kind = "WAW" if p.write and q.write else ("RAW" if p.write else "WAR")
+            out.append((Hazard(kind, scope, _who(p, kernel), _who(q, kernel), q.buffer), covers))
+    return out
+
+
+class HazardError(Exception):
+    """An access races with an async copy in flight: no barrier can order it."""
+
+
+def _who(a: _Access, kernel: KernelIR) -> str:
+    """The access, who issues it, and the `.tile` directive it comes from."""
+    actor = {"threads": "all threads", "lanes": "the warp's lanes", "warp": "each warp"}[a.issuer]
+    s = kernel.schedule
+    if isinstance(a.stmt, Copy):
+        loc = a.stmt.loc
+    else:  # fragment ops: the mma directive (or, by default, the kernel)
+        loc = s.loc("mma")
+    return f"`{stmt_text(a.stmt)}` ({actor}; from {loc})"
+
+
+def decide(kernel: KernelIR, remove: bool) -> tuple[tuple[SyncDecision, ...], frozenset[int]]:
+    """A decision per barrier; with `remove`, the ids of those proven redundant.
+
+    Raises TileError (at the `stages` directive) when an access meets an async copy
+    in flight, which no barrier can order.
+    """
+    try:
+        return _decide(kernel, remove)
+    except HazardError as err:
+        raise error(
+            kernel.schedule.loc("stages"),
+            str(err),
+            "this is a tiledsl bug in the pipeline it built; please report it",
+        ) from None
+
+
+def _decide(kernel: KernelIR, remove: bool):
+    barriers = [s for s in walk(kernel.body) if isinstance(s, Barrier)]
+    unique = list({id(b): b for b in barriers}.values())
+    stages = max(kernel.schedule.stages, 1)
+    hazards = []
+    for steps in range(1, stages + 3):
+        hazards.extend(_hazards(kernel, steps))
+    removed: set[int] = set()
+    decisions = []
+    for index, b in enumerate(unique, 1):
+        only = [h for h, covers in hazards if id(b) in covers and not (covers - removed - {id(b)})]
+        if only:
+            h = only[0]
+            decisions.append(
+                SyncDecision(
+                    index,
+                    b,
+                    True,
+                    f"needed: {h.kind} on {h.buffer} ({h.scope} scope) — "
+                    f"{h.first} then {h.second}; no other barrier orders "
+                    "them",
+                )
+            )
+            continue
+        crossing = [h for h, covers in hazards if id(b) in covers]
+        if remove:
+            removed.add(id(b))
+        if crossing:
+            h = crossing[0]
+            why = (
+                f"redundant: every hazard it orders (e.g. {h.kind} on {h.buffer}: {h.first} "
+                f"then {h.second}) is also ordered by another barrier"
+            )
+        else:
+            why = "redundant: no shared-memory hazard crosses it"
+        decisions.append(SyncDecision(index, b, not remove, why))
+    return tuple(decisions), frozenset(removed)
