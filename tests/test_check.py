@@ -15,8 +15,9 @@ import pytest
 from helpers import BUILDABLE, ROOT, cli, example_params, kernel_text, line_of, replace_directive
 
 import tiledsl.gpu.toolchain
-from tiledsl.commands.check import occupancy, register_estimate
 from tiledsl.driver import compile_file
+from tiledsl.models.occupancy import occupancy
+from tiledsl.models.registers import register_estimate
 
 HGEMM = ROOT / "examples" / "hgemm.tile"
 V1 = ROOT / "examples" / "ladder" / "v1.tile"

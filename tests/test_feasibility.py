@@ -17,7 +17,8 @@ import pytest
 from helpers import ROOT, cli
 
 from tiledsl.driver import compile_file
-from tiledsl.models.feasibility import seed_registers_per_warp, sweep
+from tiledsl.models.feasibility import sweep
+from tiledsl.models.registers import seed_registers_per_warp
 
 TABLE1 = ROOT / "examples" / "s4000_table1.tile"
 TABLE3 = ROOT / "examples" / "s4000.tile"

@@ -1,5 +1,5 @@
-"""User names in the generated C++: the emitters spell no identifier that tiledsl.frontend.names does
-not know of, so that the refusals there are complete (issue 15, item 5).
+"""User names in the generated C++: the emitters spell no identifier that
+tiledsl.frontend.names does not know of, so that its refusals are complete (issue 15, item 5).
 
 The scan reads every example's generated source on each path (WMMA, mma.sync, wgmma, MUSA;
 the guarded twins are in the same source) and sorts its identifiers: the file's own names

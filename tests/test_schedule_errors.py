@@ -250,7 +250,7 @@ def test_register_refusal_counts_f16_fragments_packed():
     """Two f16 elements share a register: a 64 x 128 warp tile of f16 accumulators is
     4096 + 128 + 1024 words / 32 lanes = 164 registers, which fits (ptxas: 244, no spill).
     The seed's one-register-per-element count (328) refused it until 2026-11-29."""
-    from tiledsl.frontend.analysis import fragment_registers, seed_registers_per_warp
+    from tiledsl.models.registers import fragment_registers, seed_registers_per_warp
 
     kernel = compile_source(WIDE, "w.tile").kernels[0]
     assert kernel.threads == 128

@@ -4,9 +4,11 @@
     >>> result = tiledsl.compile_file("examples/hgemm.tile")
     >>> print(result.source[:40])
 
-The data's path: parse (`tiledsl.frontend.parser`) -> analyze (`tiledsl.ir.schedule`) ->
-lower (`tiledsl.lowering.lower`) -> passes (`tiledsl.passes`) -> emit (`tiledsl.emit`),
-then run on a GPU (`tiledsl.gpu.runtime`) or in the numpy interpreter (`tiledsl.interp.interpreter`).
+The data's path, one subpackage a stage: `frontend` (parse, read the directives, analyze,
+refuse what is not built) -> `lowering` (the naive IR) -> `passes` -> `emit` (CUDA or
+MUSA and a launch description); the IR (`ir`) is what flows between them, `models` the
+analyses passes ask, and the result runs on a GPU (`gpu`) or in the numpy interpreter
+(`interp`); `commands`, `tune` and `viz` are the command line's work, `driver` the door.
 """
 
 __version__ = "0.1.0"

@@ -19,7 +19,6 @@ model (`tiledsl.ir.targets`); nothing here is measured except ptxas's registers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..driver import Compiled, compile_source
@@ -28,194 +27,21 @@ from ..gpu import toolchain
 from ..gpu.toolchain import PtxasReport
 from ..ir.expr import to_c
 from ..ir.nodes import (
-    DTYPE_BYTES,
     SMEM_ALIGN,
     WGMMA_ALIGN,
-    Copy,
     KernelIR,
-    SharedTile,
     buffer_offsets,
-    walk,
 )
 from ..ir.targets import build_arch
 from ..lowering.edges import fits_block_tile, guarded_vectors, vector_fallbacks
-from ..models.banks import best_pad, conflicts
-from ..models.feasibility import render_sweep
+from ..models.banks import bank_rows, best_pad, tile_buffers, unaligned_async_rows
 from ..models.feasibility import sweep as feasibility_sweep
-
-#: NVIDIA allocates registers per warp in units of 256, i.e. 8 per thread of a 32-lane warp.
-REGISTER_UNIT = {"cuda": 8}
-
+from ..models.occupancy import REGISTER_UNIT, occupancy
+from ..models.registers import register_estimate
+from .sweep import render_sweep
+from .tables import text_table
 
 # ---------------------------------------------------------------- the numbers
-
-
-@dataclass(frozen=True)
-class FragmentRegisters:
-    name: str
-    role: str
-    count: tuple[int, int]
-    rows: int
-    cols: int
-    dtype: str
-    elements: int  # per warp, as declared: count x rows x cols
-    live: int  # per warp, the seed's count: one A fragment at a time, every B and accumulator
-
-
-@dataclass(frozen=True)
-class RegisterEstimate:
-    """One 32-bit register per fragment element, spread over a warp's lanes.
-
-    `seed_*` is the S4000 seed's count (accumulators, ONE A fragment, a row of B
-    fragments: its loop reloads A per row); `declared_*` counts every fragment the
-    kernel declares — tiledsl loads all CM A fragments of a K step before its CM x CN
-    mma_sync, so they are live together. Neither counts addresses or loop counters.
-    """
-
-    fragments: tuple[FragmentRegisters, ...]
-    lanes: int
-    threads: int
-
-    @property
-    def seed_per_thread(self) -> int:
-        return -(-sum(f.live for f in self.fragments) // self.lanes)
-
-    @property
-    def declared_per_thread(self) -> int:
-        return -(-sum(f.elements for f in self.fragments) // self.lanes)
-
-    @property
-    def seed_per_block(self) -> int:
-        return sum(f.live for f in self.fragments) * (self.threads // self.lanes)
-
-    @property
-    def declared_per_block(self) -> int:
-        return sum(f.elements for f in self.fragments) * (self.threads // self.lanes)
-
-
-def register_estimate(kernel: KernelIR) -> RegisterEstimate:
-    frags = []
-    for f in kernel.fragments:
-        one = f.rows * f.cols
-        elements = f.count[0] * f.count[1] * one
-        frags.append(
-            FragmentRegisters(
-                f.name,
-                f.role,
-                f.count,
-                f.rows,
-                f.cols,
-                f.dtype,
-                elements,
-                one if f.role == "matrix_a" else elements,
-            )
-        )
-    return RegisterEstimate(tuple(frags), kernel.warp_width, kernel.threads)
-
-
-@dataclass(frozen=True)
-class Limit:
-    resource: str  # "threads", "shared memory", "registers"
-    per_sm: int
-    per_block: int  # 0: the kernel uses none of it (no limit)
-    note: str = ""
-
-    @property
-    def blocks(self) -> int | None:
-        return self.per_sm // self.per_block if self.per_block else None
-
-
-@dataclass(frozen=True)
-class Occupancy:
-    limits: tuple[Limit, ...]
-    blocks: int  # resident blocks per multiprocessor (0: the block does not fit)
-    binding: tuple[str, ...]  # the resources whose limit gives `blocks`
-    registers_per_thread: int  # as used for the register limit (after rounding)
-    warps_per_sm: int
-    max_warps_per_sm: int
-
-
-def occupancy(kernel: KernelIR, registers_per_thread: int, source: str = "estimate") -> Occupancy:
-    """Blocks per multiprocessor: the least over the thread, shared-memory and register limits."""
-    t = kernel.target
-    unit = REGISTER_UNIT.get(t.vendor, 1)
-    regs = -(-registers_per_thread // unit) * unit
-    reg_note = f"{source}: {registers_per_thread}/thread"
-    if regs != registers_per_thread:
-        reg_note += f", allocated {regs}"
-    limits = (
-        Limit("threads", t.max_threads_per_sm, kernel.threads),
-        Limit("shared memory", t.smem_per_sm, kernel.smem_bytes),
-        Limit("registers", t.registers_per_sm, regs * kernel.threads, reg_note),
-    )
-    if t.max_blocks_per_sm:
-        limits += (Limit("blocks", t.max_blocks_per_sm, 1, "resident blocks per SM"),)
-    counts = {lim.resource: lim.blocks for lim in limits if lim.blocks is not None}
-    blocks = min(counts.values())
-    binding = tuple(name for name, n in counts.items() if n == blocks)
-    lanes = kernel.warp_width
-    return Occupancy(
-        limits,
-        blocks,
-        binding,
-        regs,
-        blocks * kernel.warp_count,
-        t.max_threads_per_sm // lanes,
-    )
-
-
-@dataclass(frozen=True)
-class BankRow:
-    access: str
-    buffer: str
-    pitch_before: int  # the natural pitch: the tile's columns
-    pitch_after: int  # the kernel's pitch
-    ways_before: int
-    ways_after: int
-    instructions: int  # warp-level instructions of the whole block per K step
-
-
-def tile_buffers(kernel: KernelIR) -> list[str]:
-    """The A and B tile buffers of the kernel (none for stages 0)."""
-    g = kernel.gemm
-    names = (g.a.name + "s", g.b.name + "s")
-    return [b.name for b in kernel.buffers if b.name in names and not b.per_warp]
-
-
-def unaligned_async_rows(kernel: KernelIR) -> list[tuple[str, int]]:
-    """(buffer, row pitch in bytes) of each tile that cp.async writes in rows whose pitch is
-    not a multiple of 128 bytes. The bank model counts such stores conflict-free (each
-    8-lane phase hits 8 distinct 16-byte bank groups), but on the H200 Nsight Compute
-    measured them at 2.0-2.6x their ideal shared-memory wavefronts (pads of 8 to 56
-    elements, and 64-byte XOR-swizzled lines), against 1.0x at a 128-byte multiple
-    (bench/results/issue8-smem-wavefronts-h200-2026-11-29.txt). wgmma's panels are 128
-    bytes: never listed."""
-    written = {
-        s.dst.buffer
-        for s in walk(kernel.body)
-        if isinstance(s, Copy) and s.mode == "async" and isinstance(s.dst, SharedTile)
-    }
-    rows = []
-    for name in tile_buffers(kernel):
-        buf = kernel.buffer(name)
-        pitch = buf.pitch * DTYPE_BYTES[buf.dtype]
-        if name in written and not buf.panel and pitch % 128:
-            rows.append((name, pitch))
-    return rows
-
-
-def bank_rows(kernel: KernelIR) -> list[BankRow]:
-    rows = []
-    for name in tile_buffers(kernel):
-        buf = kernel.buffer(name)
-        before = conflicts(kernel, name, buf.line_length)
-        after = {a.what: a for a in conflicts(kernel, name, buf.pitch)}
-        for a in before:
-            b = after[a.what]
-            rows.append(
-                BankRow(a.what, name, buf.line_length, buf.pitch, a.ways, b.ways, a.instructions)
-            )
-    return rows
 
 
 # ---------------------------------------------------------------- the report
@@ -366,7 +192,7 @@ def report(
         pct = 100 * total / t.max_smem_per_block
         align = WGMMA_ALIGN if kernel.schedule.instruction == "wgmma" else SMEM_ALIGN
         rows.append(["  total", "", "", "", "", str(total), f"buffers start {align}-byte aligned"])
-        out += _table(
+        out += text_table(
             ["  buffer", "slots x rows x pitch", "type", "cols+pad", "offset", "bytes", "holds"],
             rows,
             right={4, 5},
@@ -413,7 +239,7 @@ def report(
             str(sum(f.live for f in est.fragments)),
         ]
     )
-    out += _table(
+    out += text_table(
         ["  fragment", "role", "count", "type", "declared/warp", "seed's count/warp"],
         rows,
         right={4, 5},
@@ -471,7 +297,7 @@ def report(
         mark = "<- binds" if lim.resource in occ.binding else ""
         row = [lim.resource, str(lim.per_sm), str(lim.per_block), blocks, lim.note, mark]
         rows.append(["  " + row[0], *row[1:]])
-    out += _table(
+    out += text_table(
         ["  limit", "per SM", "per block", "blocks", "from", ""],
         rows,
         right={1, 2, 3},
@@ -525,7 +351,7 @@ def report(
             ]
             for r in brows
         ]
-        out += _table(
+        out += text_table(
             ["  access", "buffer", "pitch", "ways before pad", "ways after pad", "instr/K step"],
             rows,
             right={2, 3, 4, 5},
@@ -587,22 +413,3 @@ def schedule_line(kernel: KernelIR) -> str:
     parts.append(f"swizzle {s.swizzle}" + (f" {s.swizzle_param}" if s.swizzle != "none" else ""))
     parts.append(f"sync {s.sync}")
     return "  ".join(parts)
-
-
-def _table(
-    headers: list[str],
-    rows: list[list[str]],
-    right: set[int] = frozenset(),
-    indent: str = "",
-) -> list[str]:
-    """Plain aligned columns, two spaces apart; `right` columns are right-aligned."""
-    lines = [headers, *rows]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
-
-    def fmt(cells: list[str]) -> str:
-        out = [
-            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
-        ]
-        return (indent + "  ".join(out)).rstrip()
-
-    return [fmt(line) for line in lines]

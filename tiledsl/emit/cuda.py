@@ -33,7 +33,7 @@ from ..ir.nodes import (
     walk,
     xor_geometry,
 )
-from ..lowering.lower import named_constants
+from ..ir.schedule import named_constants
 from . import mma_sync as ptx_mma
 from . import wgmma
 from .launch import launch_of

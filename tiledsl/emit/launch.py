@@ -22,7 +22,7 @@ class Launch:
     smem_bytes: int
     args: tuple[tuple[str, str], ...]  # (name, C type) in call order
     block_tile: tuple[int, int, int]
-    # The guarded twin's launch (tiledsl.lowering.edges), for sizes that are not multiples of the tile.
+    # The guarded twin's launch (tiledsl.lowering.edges), for sizes not multiples of the tile.
     edge: Launch | None = None
     batch: Expr | None = None  # batched GEMM: one grid row (blockIdx.y) per product
 

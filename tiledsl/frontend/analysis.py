@@ -13,12 +13,15 @@ from dataclasses import dataclass, replace
 
 from ..errors import Collector
 from ..ir.expr import Const
-from ..ir.gemm import DTYPES, LAYOUTS, Gemm, resolve_gemm
+from ..ir.gemm import DTYPES, LAYOUTS, Gemm
 from ..ir.nodes import DTYPE_BYTES, SMEM_ALIGN, WGMMA_ALIGN, lanes_per_warp, xor_geometry
-from ..ir.schedule import Schedule, read_directives
+from ..ir.schedule import Schedule
 from ..ir.targets import DEFAULT_TARGET, TARGETS, Target
 from ..limits import GRID_Y_MAX, dim_problem
+from ..models.registers import fragment_registers
 from . import syntax as S
+from .computation import resolve_gemm
+from .directives import read_directives
 from .names import check_kernel_names
 
 
@@ -505,37 +508,6 @@ def _check_copy_width(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
 
 def _largest_divisor(nbytes: int) -> int:
     return next(w for w in (16, 8, 4, 2) if nbytes % w == 0)
-
-
-def seed_registers_per_warp(sched: Schedule) -> int:
-    """The S4000 seed's count: one 32-bit register per element of the accumulators, one A
-    fragment and a row of CN B fragments per warp (B loaded once per step, A per row)."""
-    m, n, k = sched.mma
-    cm, cn = sched.coarsen
-    if sched.instruction == "wgmma":
-        return cm * cn * m * n  # A and B stay in shared memory: only the accumulators
-    return cm * cn * m * n + m * k + cn * k * n
-
-
-def fragment_words_per_warp(sched: Schedule, in_bytes: int) -> int:
-    """32-bit registers per warp that fragments occupy, packed: the seed's liveness (the
-    accumulators, one A fragment, a row of CN B fragments) but counted in bytes, so two f16
-    elements share a register, as they do in WMMA's and mma.sync's fragments. A lower
-    bound, which is what a refusal needs; the seed's one-register-per-element count (kept
-    for `check` and `feasibility`, which reproduce its tables) doubles f16 accumulators and
-    refused warp tiles that fit (64 x 128 of f16 C is 128 registers, not 256)."""
-    m, n, k = sched.mma
-    cm, cn = sched.coarsen
-    acc_bytes = 2 if sched.accumulate == "f16" else 4
-    total = cm * cn * m * n * acc_bytes
-    if sched.instruction != "wgmma":  # wgmma reads A and B from shared memory
-        total += (m * k + cn * k * n) * in_bytes
-    return -(-total // 4)
-
-
-def fragment_registers(sched: Schedule, warp_width: int, in_bytes: int = 2) -> int:
-    """Registers per thread for fragments (packed), spread over the warp's lanes."""
-    return -(-fragment_words_per_warp(sched, in_bytes) // warp_width)
 
 
 def _check_registers(

@@ -14,7 +14,6 @@ Only the kernel decides the text: no addresses, no dict ordering, no salted hash
 
 from __future__ import annotations
 
-from ..lowering.lower import named_constants
 from .expr import Expr, to_c
 from .nodes import (
     AsyncCommit,
@@ -35,6 +34,7 @@ from .nodes import (
     StoreFrag,
     Tile,
 )
+from .schedule import named_constants
 
 
 def print_ir(kernel: KernelIR) -> str:

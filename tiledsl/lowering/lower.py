@@ -32,23 +32,10 @@ from ..ir.nodes import (
     Mma,
     StoreFrag,
 )
-from ..ir.schedule import Schedule
+from ..ir.schedule import named_constants
 from .staging import stage_epilogue
 
 BM_VAR, BN_VAR, WM_VAR, WN_VAR = Var("bm"), Var("bn"), Var("wm"), Var("wn")
-
-
-def named_constants(s: Schedule) -> dict[str, Const]:
-    """The schedule's numbers under the names the emitted code declares them by."""
-    (bm, bn, bk), (mm, mn, mk) = s.block, s.mma
-    return {
-        "BM": Const(bm, "BM"),
-        "BN": Const(bn, "BN"),
-        "BK": Const(bk, "BK"),
-        "MMA_M": Const(mm, "MMA_M"),
-        "MMA_N": Const(mn, "MMA_N"),
-        "MMA_K": Const(mk, "MMA_K"),
-    }
 
 
 def lower(analysis: Analysis) -> KernelIR:

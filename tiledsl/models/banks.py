@@ -166,3 +166,60 @@ def unpadded(kernel: KernelIR) -> KernelIR:
             replace(b, pitch=b.line_length) if not b.per_warp else b for b in kernel.buffers
         ),
     )
+
+
+# ------------------------------------------------------------ the report's rows
+
+
+@dataclass(frozen=True)
+class BankRow:
+    access: str
+    buffer: str
+    pitch_before: int  # the natural pitch: the tile's columns
+    pitch_after: int  # the kernel's pitch
+    ways_before: int
+    ways_after: int
+    instructions: int  # warp-level instructions of the whole block per K step
+
+
+def tile_buffers(kernel: KernelIR) -> list[str]:
+    """The A and B tile buffers of the kernel (none for stages 0)."""
+    g = kernel.gemm
+    names = (g.a.name + "s", g.b.name + "s")
+    return [b.name for b in kernel.buffers if b.name in names and not b.per_warp]
+
+
+def unaligned_async_rows(kernel: KernelIR) -> list[tuple[str, int]]:
+    """(buffer, row pitch in bytes) of each tile that cp.async writes in rows whose pitch is
+    not a multiple of 128 bytes. The bank model counts such stores conflict-free (each
+    8-lane phase hits 8 distinct 16-byte bank groups), but on the H200 Nsight Compute
+    measured them at 2.0-2.6x their ideal shared-memory wavefronts (pads of 8 to 56
+    elements, and 64-byte XOR-swizzled lines), against 1.0x at a 128-byte multiple
+    (bench/results/issue8-smem-wavefronts-h200-2026-11-29.txt). wgmma's panels are 128
+    bytes: never listed."""
+    written = {
+        s.dst.buffer
+        for s in walk(kernel.body)
+        if isinstance(s, Copy) and s.mode == "async" and isinstance(s.dst, SharedTile)
+    }
+    rows = []
+    for name in tile_buffers(kernel):
+        buf = kernel.buffer(name)
+        pitch = buf.pitch * DTYPE_BYTES[buf.dtype]
+        if name in written and not buf.panel and pitch % 128:
+            rows.append((name, pitch))
+    return rows
+
+
+def bank_rows(kernel: KernelIR) -> list[BankRow]:
+    rows = []
+    for name in tile_buffers(kernel):
+        buf = kernel.buffer(name)
+        before = conflicts(kernel, name, buf.line_length)
+        after = {a.what: a for a in conflicts(kernel, name, buf.pitch)}
+        for a in before:
+            b = after[a.what]
+            rows.append(
+                BankRow(a.what, name, buf.line_length, buf.pitch, a.ways, b.ways, a.instructions)
+            )
+    return rows

@@ -17,9 +17,9 @@ from collections import Counter
 
 import graphviz
 
-from ..commands.check import bank_rows, tile_buffers
 from ..ir.nodes import DTYPE_BYTES, KernelIR, LoadFrag, SharedBuffer, walk
 from ..ir.printer import tile_text
+from ..models.banks import bank_rows, tile_buffers
 from . import style
 from .style import esc, font
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import graphviz
 import numpy as np
 
-from ..commands.check import tile_buffers
 from ..ir.expr import evaluate
 from ..ir.grid import block_tile
 from ..ir.nodes import (
@@ -30,6 +29,7 @@ from ..ir.nodes import (
     LoadFrag,
     SharedTile,
 )
+from ..models.banks import tile_buffers
 from . import style
 from .diff import bodies
 from .style import esc, font

@@ -1,0 +1,191 @@
+"""The computation of a kernel, read from its operand declarations and computation line.
+
+    A: f16[M, K] row
+    B: f16[K, N] row           ->  Gemm(a, b, c, m=M, n=N, k=K, accumulate=True)
+    C: f32[M, N] row
+    C[m, n] += A[m, k] * B[k, n]
+
+The index letters bind to the dims they index; they must agree, form one matrix
+product, and the index order gives each operand's orientation (`B[n, k]` on a
+row-major [N, K] is a column-major K x N, an "NT" GEMM).
+"""
+
+from __future__ import annotations
+
+from ..errors import Collector
+from ..ir.expr import Const, Expr, Var
+from ..ir.gemm import DTYPES, LAYOUTS, Gemm, OperandInfo
+from ..limits import INT_MAX
+from . import syntax as S
+
+# ---------------------------------------------------------------- the GEMM
+
+
+def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
+    operands: dict[str, OperandInfo] = {}
+    for op in kernel.operands:
+        if op.name in operands:
+            errs.add(
+                op.loc, f"operand '{op.name}' declared twice", "give each operand one declaration"
+            )
+            continue
+        if op.dtype.text not in DTYPES:
+            errs.add(
+                op.dtype.loc,
+                f"unknown element type '{op.dtype}'",
+                "element types are " + ", ".join(DTYPES),
+            )
+        if op.layout.text not in LAYOUTS:
+            errs.add(
+                op.layout.loc,
+                f"unknown layout '{op.layout}'",
+                "a layout is `row` (row-major) or `col` (column-major)",
+            )
+        dims: list[Expr] = []
+        for dim in op.dims:
+            if isinstance(dim, S.Num):
+                if isinstance(dim.value, float) or not 1 <= dim.value <= INT_MAX:
+                    errs.add(
+                        dim.loc,
+                        f"a dimension is a name or an integer from 1 to {INT_MAX}, "
+                        f"found {dim.text}",
+                        "e.g. `A: f16[M, K] row` or `A: f16[4096, 4096] row` (the kernel's "
+                        "sizes are 32-bit ints)",
+                    )
+                    dims.append(Const(1))
+                else:
+                    dims.append(Const(int(dim.value)))
+            else:
+                dims.append(Var(dim.text))
+        operands[op.name] = OperandInfo(op.name, op.dtype.text, tuple(dims), op.layout.text, op.loc)
+
+    if not kernel.computations:
+        errs.add(
+            kernel.loc,
+            f"kernel '{kernel.name}' has no computation line",
+            "write the product it computes, e.g. `C[m, n] += A[m, k] * B[k, n]`",
+        )
+        return None
+    if len(kernel.computations) > 1:
+        extra = kernel.computations[1]
+        errs.add(
+            extra.loc,
+            "a kernel computes one product; this is a second computation line",
+            "put each product in a kernel of its own",
+        )
+    comp = kernel.computations[0]
+    accesses = (comp.out, comp.lhs, comp.rhs)
+    missing = [acc for acc in accesses if acc.name not in operands]
+    for acc in missing:
+        errs.add(
+            acc.loc,
+            f"'{acc.name}' is not a declared operand",
+            f"declare it before use, e.g. `{acc.name}: f16[M, K] row`",
+        )
+    if missing:
+        return None
+    for acc in accesses:
+        decl = operands[acc.name]
+        if len(acc.indices) != len(decl.dims):
+            errs.add(
+                acc.loc,
+                f"'{acc.name}' has {len(decl.dims)} dimensions but is indexed "
+                f"with {len(acc.indices)}",
+                f"index it as {acc.name}[{', '.join('ij'[: len(decl.dims)])}…]",
+            )
+            return None
+    # A batched GEMM: C's leading index (3 indices) is the batch; A and B either share it as
+    # their leading index or are 2-D, the same matrix for every batch.
+    letters = {acc.name: tuple(w.text for w in acc.indices) for acc in accesses}
+    batch_letter = letters[comp.out.name][0] if len(comp.out.indices) == 3 else None
+    for acc in accesses:
+        n_idx = len(acc.indices)
+        if n_idx == 2 or (n_idx == 3 and batch_letter and letters[acc.name][0] == batch_letter):
+            continue
+        errs.add(
+            acc.loc,
+            f"'{acc.name}' is indexed with {n_idx} indices; operands are matrices [r, c], or "
+            "batches of them [b, r, c] whose first index is C's first (the batch)",
+            "write C[b, m, n] = A[b, m, k] * B[b, k, n] (or B[k, n]: one B for every batch)",
+        )
+        return None
+    batch_dims = {}
+    for acc in accesses:
+        decl = operands[acc.name]
+        if len(acc.indices) == 3:
+            batch_dims[acc.name] = decl.dims[0]
+            letters[acc.name] = letters[acc.name][1:]
+            operands[acc.name] = OperandInfo(
+                decl.name, decl.dtype, decl.dims[1:], decl.layout, decl.loc, decl.dims[0]
+            )
+    if len(set(batch_dims.values())) > 1:
+        errs.add(
+            comp.loc,
+            "the batch index runs over "
+            + " and ".join(f"{d} in {name}" for name, d in batch_dims.items())
+            + ": the shapes do not agree",
+            "declare every batched operand with the same leading dimension",
+        )
+        return None
+    out_i, out_j = letters[comp.out.name]
+    lhs, rhs = letters[comp.lhs.name], letters[comp.rhs.name]
+    reduction = set(lhs) & set(rhs)
+    if len(reduction) != 1 or out_i not in lhs or out_j not in rhs or out_i == out_j:
+        errs.add(
+            comp.loc,
+            "the computation is not a matrix product",
+            "write C[m, n] = A[m, k] * B[k, n]: the first factor shares C's first index, "
+            "the second shares C's second, and one index (k) is summed over",
+        )
+        return None
+    (k_idx,) = reduction
+    if k_idx in (out_i, out_j) or lhs.count(k_idx) != 1 or rhs.count(k_idx) != 1:
+        errs.add(
+            comp.loc,
+            "the computation is not a matrix product",
+            f"the index shared by both factors ('{k_idx}') is summed over, so it must not "
+            "index C: write C[m, n] = A[m, k] * B[k, n]",
+        )
+        return None
+    c, a, b = (operands[acc.name] for acc in accesses)
+    # Bind each index letter to the dims it indexes; they must agree.
+    bound: dict[str, tuple[Expr, S.Access]] = {}
+    for acc, decl in ((comp.out, c), (comp.lhs, a), (comp.rhs, b)):
+        for letter, dim in zip(letters[acc.name], decl.dims):
+            if letter in bound and bound[letter][0] != dim:
+                other = bound[letter][1]
+                errs.add(
+                    acc.loc,
+                    f"index '{letter}' runs over {dim} in {acc.name} but over "
+                    f"{bound[letter][0]} in {other.name}: the shapes do not agree",
+                    "declare both operands with the same size along that index",
+                )
+                return None
+            bound.setdefault(letter, (dim, acc))
+    # Transposed access (A[k, m]) is legal and means a transposed operand; the
+    # storage layout as seen by the product is derived by support.py.
+    text = f"{_access(comp.out)} {comp.op} {_access(comp.lhs)} * {_access(comp.rhs)}"
+    return Gemm(
+        a=_oriented(a, lhs, (out_i, k_idx)),
+        b=_oriented(b, rhs, (k_idx, out_j)),
+        c=_oriented(c, (out_i, out_j), (out_i, out_j)),
+        m=bound[out_i][0],
+        n=bound[out_j][0],
+        k=bound[k_idx][0],
+        accumulate=comp.op == "+=",
+        text=text,
+        extras=tuple(op for name, op in operands.items() if name not in (c.name, a.name, b.name)),
+        batch=c.batch,
+    )
+
+
+def _oriented(op: OperandInfo, written: tuple[str, ...], wanted: tuple[str, str]) -> OperandInfo:
+    """The operand as the product sees it: A[k, m] on a row-major [K, M] is a col-major M x K."""
+    if written == wanted:
+        return op
+    flipped = "col" if op.layout == "row" else "row"
+    return OperandInfo(op.name, op.dtype, tuple(reversed(op.dims)), flipped, op.loc, op.batch)
+
+
+def _access(acc: S.Access) -> str:
+    return f"{acc.name}[{', '.join(w.text for w in acc.indices)}]"

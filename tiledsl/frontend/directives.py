@@ -1,0 +1,319 @@
+"""Directive reading: the directives of one `syntax.Kernel` -> a `Schedule`.
+
+`read_directives` checks each value on its own (ranges, known words, duplicates, tuning
+sets) and remembers where each was written, so that later errors can point at the
+directive that asked. Checks that need the operands too are tiledsl.frontend.analysis's.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import Collector
+from ..ir.schedule import Schedule
+from ..ir.targets import TARGETS, UNMODELLED, parse_target_name
+from ..limits import INT_MAX, MAX_STAGES
+from . import syntax as S
+
+
+def read_directives(
+    kernel: S.Kernel, target_override: str | None, errs: Collector
+) -> tuple[Schedule, dict]:
+    seen: dict[str, S.Directive] = {}
+    values: dict = {}
+    invalid: set[str] = set()
+    for d in kernel.directives:
+        if d.name in seen:
+            first = seen[d.name].loc
+            errs.add(
+                d.loc,
+                f"directive '{d.name}' given twice in kernel '{kernel.name}'",
+                f"the first '{d.name}' is at line {first.line}; keep one",
+            )
+            continue
+        seen[d.name] = d
+        for arg in d.args:
+            if isinstance(arg, S.TuningSet):
+                errs.add(
+                    arg.loc,
+                    "a tuning set {…} makes this file a tuning space, "
+                    "which compile and run cannot take",
+                    "search it with `tiledsl tune FILE` (which writes the best point as a plain "
+                    f"file), or write one value, e.g. {arg.options[0]}",
+                )
+        reader = _READERS.get(d.name)
+        if reader is not None:
+            before = len(errs.diagnostics)
+            values.update(reader(d, errs))
+            if len(errs.diagnostics) > before:
+                invalid.add(d.name)
+    pads = values.pop("_pads", {})
+    stages = values.get("stages", 2)
+    defaults = {"copy_mode": "async" if stages >= 2 else "sync"}
+    written = frozenset(seen)
+    locs = tuple((name, d.loc) for name, d in seen.items())
+    if target_override is not None:
+        # The command line's --target wins over the file's; errors about it point at the
+        # kernel, since no line of the file asked for it.
+        values["target"] = target_override
+        values["target_from_command_line"] = True
+        written |= {"target"}
+        locs = tuple((name, loc) for name, loc in locs if name != "target")
+    if "block" not in seen:
+        errs.add(
+            kernel.loc,
+            f"kernel '{kernel.name}' has no 'block' directive",
+            "every kernel needs its block tile, e.g. `block 128 x 128 x 32`",
+        )
+    sched = Schedule(
+        **{**defaults, **values},
+        written=written,
+        invalid=frozenset(invalid),
+        locs=locs,
+        kernel_loc=kernel.loc,
+    )
+    return sched, pads
+
+
+def _ints(
+    d: S.Directive, count: int, errs: Collector, minimum: int = 1, maximum: int = INT_MAX
+) -> tuple[int, ...] | None:
+    nums = [a for a in d.args if isinstance(a, S.Num)]
+    if len(nums) != count or any(isinstance(a, S.TuningSet) for a in d.args):
+        return None
+    out = []
+    for num in nums:
+        if isinstance(num.value, float) or num.value < minimum:
+            errs.add(
+                num.loc,
+                f"'{d.name}' takes integers ≥ {minimum}, found {num.text}",
+                _HINTS.get(d.name, ""),
+            )
+            return None
+        if num.value > maximum:
+            errs.add(
+                num.loc,
+                f"'{d.name}' takes integers ≤ {maximum}, found {num.text}",
+                _LIMITS.get(d.name, "the generated code holds it in a 32-bit int"),
+                _HINTS.get(d.name, ""),
+            )
+            return None
+        out.append(num.value)
+    return tuple(out)
+
+
+def _word(d: S.Directive, index: int = 0) -> str:
+    words = [a.text for a in d.args if isinstance(a, S.Word)]
+    return words[index] if index < len(words) else ""
+
+
+def _read_block(d, errs):
+    v = _ints(d, 3, errs)
+    return {"block": v} if v else {}
+
+
+_PTX_SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
+
+
+def _read_mma(d, errs):
+    word = _word(d)
+    if word:
+        match = _PTX_SHAPE.fullmatch(word)
+        if match is None:
+            errs.add(
+                d.args[0].loc,
+                f"'{word}' is not an instruction shape",
+                "write the mma.sync shape as mMnNkK, e.g. `mma m16n8k16`, "
+                "or a WMMA fragment as `mma 16 x 16 x 16`",
+            )
+            return {}
+        shape = tuple(int(x) for x in match.groups())
+        # m64: the warpgroup's instruction (wgmma); the analysis checks the rest of the shape
+        return {"mma": shape, "instruction": "wgmma" if shape[0] == 64 else "mma.sync"}
+    v = _ints(d, 3, errs)
+    return {"mma": v} if v else {}
+
+
+def _read_coarsen(d, errs):
+    v = _ints(d, 2, errs)
+    return {"coarsen": v} if v else {}
+
+
+def _read_stages(d, errs):
+    v = _ints(d, 1, errs, minimum=0, maximum=MAX_STAGES)
+    return {"stages": v[0]} if v else {}
+
+
+def _read_fragment_buffers(d, errs):
+    v = _ints(d, 1, errs)
+    if v is None:
+        return {}
+    if v[0] not in (1, 2):
+        errs.add(
+            d.args[0].loc,
+            f"fragment_buffers is 1 or 2, found {v[0]}",
+            "write `fragment_buffers 2` to double-buffer fragments, or drop the line",
+        )
+        return {}
+    return {"fragment_buffers": v[0]}
+
+
+def _read_copy(d, errs):
+    mode = _word(d)
+    v = _ints(d, 1, errs)
+    if v is None:
+        return {"copy_mode": mode}
+    if v[0] not in (4, 8, 16):
+        errs.add(
+            d.args[-1].loc,
+            f"copy vector width must be 4, 8 or 16 bytes, found {v[0]}",
+            "16-byte vectors are the fastest: `copy sync 16`",
+        )
+        return {"copy_mode": mode}
+    return {"copy_mode": mode, "copy_bytes": v[0]}
+
+
+def _read_pad(d, errs):
+    first = _word(d)
+    if first in ("auto", "none", "xor") and len(d.args) == 1:
+        return {"pad": first}
+    pads = {}
+    for group in d.groups:
+        name, num = group[0], group[-1]
+        if str(name) in pads:
+            errs.add(
+                name.loc,
+                f"'{name}' is padded twice in one pad directive",
+                f"keep one pad for {name}, e.g. `pad {name} 8`",
+            )
+            continue
+        if not isinstance(num, S.Num) or isinstance(num.value, float) or num.value < 0:
+            errs.add(
+                num.loc,
+                f"a pad is a whole number of elements ≥ 0, found {num}",
+                "e.g. `pad A 8, B 8`",
+            )
+            continue
+        if num.value > INT_MAX:
+            errs.add(num.loc, f"a pad is at most {INT_MAX} elements, found {num}", "e.g. `pad A 8`")
+            continue
+        pads[str(name)] = (num.value, name.loc, num.loc)
+    return {"pad": "explicit", "_pads": pads}
+
+
+def _read_swizzle(d, errs):
+    kind = _word(d)
+    if kind == "none":
+        return {"swizzle": "none", "swizzle_param": 0}
+    v = _ints(d, 1, errs)
+    return {"swizzle": kind, "swizzle_param": v[0]} if v else {"swizzle": kind}
+
+
+F32_MAX = 3.4028234663852886e38
+F32_TINY = 1.1754943508222875e-38  # the smallest normal f32
+
+
+def _read_epilogue(d, errs):
+    """The steps as written; alpha and beta must be f32 values the kernel can hold (it
+    multiplies in f32, compiled with subnormals flushed to zero)."""
+    for group in d.groups:
+        if group[0].text in ("alpha", "beta") and isinstance(group[-1], S.Num):
+            num = group[-1]
+            # f32 rounds values a little past F32_MAX down to it: the bound is half an ulp up
+            if not abs(num.value) < F32_MAX * (1 + 2**-25):
+                errs.add(
+                    num.loc,
+                    f"{group[0].text} {num.text} is not a finite f32 number "
+                    f"(at most {F32_MAX:.7g})",
+                    "the epilogue computes in f32: write a value within its range",
+                )
+            elif num.value != 0 and abs(num.value) < F32_TINY:
+                errs.add(
+                    num.loc,
+                    f"{group[0].text} {num.text} is below f32's smallest normal number "
+                    f"({F32_TINY:.7g}), which the GPU flushes to zero",
+                    f"write 0, or a value of at least {F32_TINY:.7g}",
+                )
+    return {"epilogue": tuple(tuple(str(a) for a in g) for g in d.groups)}
+
+
+def _read_target(d, errs):
+    text = " ".join(str(a) for a in d.args)
+    key = parse_target_name(text)
+    if key is None and " ".join(text.split()) in UNMODELLED:
+        errs.add(
+            d.loc,
+            f"target {text} is not modelled: {UNMODELLED[' '.join(text.split())]}",
+            "use `target musa mp_22` (the S4000) or a CUDA target",
+        )
+        return {}
+    if key is None:
+        errs.add(
+            d.loc,
+            f"unknown target '{text}'",
+            "targets are: " + ", ".join(TARGETS) + (", musa mp_31 (not modelled yet)"),
+        )
+        return {}
+    return {"target": key}
+
+
+#: The MUSA kernel attributes the S4000 seed documents: flags, and those taking a number.
+MUSA_FLAGS = (
+    "mtgpu_tiny_offset",
+    "mtgpu_enable_ldma_index",
+    "mtgpu_enable_ldlms_opt",
+    "mtgpu_workgroup_atomic",
+)
+MUSA_VALUED = ("mtgpu_num_usreg", "mtgpu_unroll_threshold")
+
+
+def _read_attributes(d, errs):
+    """Attribute names the seed documents, passed through as `__attribute__((...))`."""
+    for arg in d.args:
+        name = arg.name if isinstance(arg, S.Call) else arg
+        known = MUSA_VALUED if isinstance(arg, S.Call) else MUSA_FLAGS
+        if str(name) not in known:
+            errs.add(
+                name.loc,
+                f"unknown kernel attribute '{arg}'",
+                "the attributes are " + ", ".join((*MUSA_FLAGS, *(f"{v}(N)" for v in MUSA_VALUED))),
+            )
+        elif isinstance(arg, S.Call) and not 1 <= arg.arg.value <= INT_MAX:
+            errs.add(arg.arg.loc, f"{name} takes a number from 1 to {INT_MAX}", f"e.g. {name}(256)")
+    return {"attributes": tuple(str(a) for a in d.args)}
+
+
+def _simple(attr: str):
+    return lambda d, errs: {attr: _word(d)}
+
+
+_READERS = {
+    "block": _read_block,
+    "mma": _read_mma,
+    "coarsen": _read_coarsen,
+    "stages": _read_stages,
+    "fragment_buffers": _read_fragment_buffers,
+    "copy": _read_copy,
+    "pad": _read_pad,
+    "swizzle": _read_swizzle,
+    "sync": _simple("sync"),
+    "load_order": _simple("load_order"),
+    "accumulate": _simple("accumulate"),
+    "epilogue": _read_epilogue,
+    "epilogue_via": _simple("epilogue_via"),
+    "target": _read_target,
+    "attributes": _read_attributes,
+}
+
+_LIMITS = {
+    "stages": f"a pipeline of more than {MAX_STAGES} stages never pays (each stage is a "
+    "shared-memory slot, and the prologue is unrolled and analysed once per stage)",
+}
+
+_HINTS = {
+    "block": "a block tile is written BM x BN x BK, e.g. 128 x 128 x 32",
+    "mma": "a fragment shape is written M x N x K, e.g. 16 x 16 x 16",
+    "coarsen": "warp coarsening is written CM x CN, e.g. 2 x 2",
+    "stages": "stages is 0 (no shared memory), 1 (one tile), or ≥ 2 (a pipeline)",
+    "swizzle": "e.g. `swizzle grouped 8`, `swizzle zigzag 2` or `swizzle none`",
+}
