@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, cli, kernel_text
+from helpers import EXAMPLES, ROOT, cli, kernel_text
 
 from tiledsl.errors import TileError
 from tiledsl.frontend.parser import parse
@@ -651,7 +651,7 @@ def test_a_bad_record_line_is_skipped_with_its_line_named(tmp_path, line, why):
 # ---------------------------------------------------------------- the arithmetic matches the IR
 
 
-@pytest.mark.parametrize("path", sorted(ROOT.glob("examples/**/*.tile")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_the_analysis_counts_shared_memory_as_the_passes_build_it(path):
     """Exact where the pad is known, a floor under `pad auto` (whose pad comes later)."""
     from tiledsl.driver import compile_source
@@ -685,3 +685,11 @@ def test_musa_refuses_bf16_outputs():
         "C: bf16 on musa mp_22 is not built yet: it needs MUSA's bfloat16 type and "
         "conversions, which the S4000 seed does not document"
     ) in [m for _, _, m in errors(text)]
+
+
+@pytest.mark.parametrize("name", ["wgmma", "wgmma_n256", "mma_kernel", "ldmatrix_free"])
+def test_kernels_may_be_named_like_an_instruction(name):
+    """Only the helpers' own names are taken: a kernel `wgmma` (and its `wgmma_edge`) is fine."""
+    from tiledsl.driver import compile_source
+
+    compile_source(HGEMM.replace("kernel hgemm", f"kernel {name}"), "k.tile")

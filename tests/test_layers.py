@@ -1,6 +1,7 @@
 """The package's layers: each subpackage imports only from the layers below it, and no
 module imports itself back through others (issue 16). Lazy imports inside functions
-count too: they are the same dependency, only later.
+count too: they are the same dependency, only later; imports for the type checker alone
+(`if TYPE_CHECKING:`) do not.
 
     0  errors, limits, files, progress     what every layer may use
     1  ir                                  the IR and the kernel's description
@@ -54,7 +55,16 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The tiledsl modules `name` imports (relative to the package; '' is the root)."""
     is_package = path.name == "__init__.py"
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    typing_only = {  # `if TYPE_CHECKING:` imports are for the type checker, not a dependency
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING"
+        for inner in ast.walk(node)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.ImportFrom):
             if node.level == 0:
                 if not (node.module or "").startswith("tiledsl"):

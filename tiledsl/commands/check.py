@@ -27,8 +27,6 @@ from ..gpu import toolchain
 from ..gpu.toolchain import PtxasReport
 from ..ir.expr import to_c
 from ..ir.nodes import (
-    SMEM_ALIGN,
-    WGMMA_ALIGN,
     KernelIR,
     buffer_offsets,
 )
@@ -163,13 +161,12 @@ def report(
     m, n, k = s.mma
     steps = s.block[2] // k
     frags = cm * cn
-    wgmma = s.instruction == "wgmma"
-    unit = "warpgroups" if wgmma else "warps"
+    unit = s.path.ir_warp + "s"
     out.append(
         f"  threads   {kernel.threads} per block = {kernel.warp_count} {unit} "
         f"({wm} x {wn}) of {kernel.warp_width} lanes (limit {t.max_threads_per_block})"
     )
-    op = "wgmma" if wgmma else "mma_sync"
+    op = s.path.mma_call
     out.append(
         f"  MMAs      {frags} per {unit[:-1]} ({cm} x {cn} fragments of {m}x{n}x{k}); "
         f"{frags * steps} {op} per {unit[:-1]} per K step of {s.block[2]}"
@@ -190,7 +187,7 @@ def report(
             rows.append(["  " + cells[0], *cells[1:]])
         total = kernel.smem_bytes
         pct = 100 * total / t.max_smem_per_block
-        align = WGMMA_ALIGN if kernel.schedule.instruction == "wgmma" else SMEM_ALIGN
+        align = kernel.schedule.path.smem_align
         rows.append(["  total", "", "", "", "", str(total), f"buffers start {align}-byte aligned"])
         out += text_table(
             ["  buffer", "slots x rows x pitch", "type", "cols+pad", "offset", "bytes", "holds"],
@@ -391,8 +388,7 @@ def schedule_line(kernel: KernelIR) -> str:
     s = kernel.schedule
     parts = [
         "block " + "x".join(map(str, s.block)),
-        "mma "
-        + ("x".join(map(str, s.mma)) if s.instruction == "wmma" else "m{}n{}k{}".format(*s.mma)),
+        "mma " + s.path.compact_shape(s.mma),
         "coarsen " + "x".join(map(str, s.coarsen)),
         f"stages {s.stages}",
     ]

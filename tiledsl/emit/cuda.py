@@ -19,24 +19,19 @@ from ..ir.nodes import (
     AsyncWait,
     Barrier,
     Copy,
-    Fill,
     For,
     GlobalTile,
     If,
     KernelIR,
-    LoadFrag,
-    Mma,
     SharedTile,
-    StoreFrag,
     Tile,
     buffer_offsets,
     walk,
     xor_geometry,
 )
 from ..ir.schedule import named_constants
-from . import mma_sync as ptx_mma
-from . import wgmma
 from .launch import launch_of
+from .paths import LOWERINGS, lowering_for
 
 _VECTOR_TYPES = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
 _RASTER_MEANING = {
@@ -46,8 +41,16 @@ _RASTER_MEANING = {
 }
 
 
+_XOR_HELPER = """\
+// pad xor: element `pos` of a line is stored in its 16-byte chunk XORed with the line's
+// key, so 8 consecutive lines hold the same chunk in 8 different bank groups.
+template <int CHUNK, int GROUPS, int REPEAT>
+__device__ __forceinline__ int xor_swizzle(int line, int pos) {
+    return pos ^ (line / REPEAT % GROUPS * CHUNK);
+}"""
+
+
 class CudaEmitter:
-    wmma = "wmma"
     headers = ("#include <cuda_fp16.h>", "#include <mma.h>", "", "using namespace nvcuda;")
     block_barrier = "__syncthreads();"
     warp_barrier = "__syncwarp();"
@@ -89,9 +92,19 @@ __device__ __forceinline__ void cp_async_wait() {
             head[2:2] = ["#include <cuda_bf16.h>"]
         if any(isinstance(s, Copy) and s.mode == "async" for k in kernels for s in walk(k.body)):
             head += [self.async_helpers, ""]
-        head += ptx_mma.module_helpers(kernels)
-        head += wgmma.module_helpers(kernels)
+        head += self._path_helpers(kernels)
         return "\n".join(head) + "\n" + "\n\n".join(self.emit_kernel(k) for k in kernels) + "\n"
+
+    @staticmethod
+    def _path_helpers(kernels: tuple[KernelIR, ...]) -> list[str]:
+        """Each path's helpers for the kernels on it, and the XOR swizzle's (pad xor)."""
+        everyone = [*kernels, *(k.edge for k in kernels if k.edge is not None)]
+        swizzle = [_XOR_HELPER, ""] if any(b.xor for k in everyone for b in k.buffers) else []
+        before, after = [], []
+        for lowering in LOWERINGS.values():
+            mine = tuple(k for k in kernels if k.schedule.path is lowering.path)
+            (after if lowering.helpers_after_swizzle else before).extend(lowering.helpers(mine))
+        return [*before, *swizzle, *after]
 
     def emit_kernel(self, k: KernelIR) -> str:
         lines = self._kernel_function(k)
@@ -160,16 +173,8 @@ __device__ __forceinline__ void cp_async_wait() {
         tiles = [b for b in k.buffers if not b.per_warp]
         if not tiled:
             padding = "unused: no shared-memory tiles of A and B"
-        elif "padding" in k.passes and s.pad == "xor" and s.instruction == "wgmma":
-            padding = (
-                "no padding; the 128-byte swizzle wgmma's descriptors read: lines in "
-                "128-byte panels, chunk c of line l at chunk c ^ (l % 8)"
-            )
         elif "padding" in k.passes and s.pad == "xor":
-            padding = (
-                "no padding; each line's 16-byte chunks are XOR-permuted so that ldmatrix's "
-                "8 row reads hit 8 bank groups"
-            )
+            padding = lowering_for(k).swizzle_note()
         elif "padding" in k.passes:
             pads = ", ".join(f"{b.name} {b.pitch - b.line_length}" for b in tiles)
             padding = f"rows padded by {pads} element(s): pitches below"
@@ -201,22 +206,8 @@ __device__ __forceinline__ void cp_async_wait() {
             ),
             f"constexpr int BM = {consts['BM'].value}, BN = {consts['BN'].value}, "
             f"BK = {consts['BK'].value};",
-            self._directive(s, "mma", f"mma {mm} x {mn} x {mk}", "one tensor-core fragment")
-            if s.instruction == "wmma"
-            else self._directive(
-                s,
-                "mma",
-                f"mma m{mm}n{mn}k{mk}",
-                "one wgmma per fragment, issued by a warpgroup (the IR's warp: 4 warps, "
-                "WARP_SIZE 128); A and B read from shared memory by descriptor",
-            )
-            if s.instruction == "wgmma"
-            else self._directive(
-                s,
-                "mma",
-                f"mma m{mm}n{mn}k{mk}",
-                "one mma.sync instruction per fragment; ldmatrix loads A and B "
-                "(registers in PTX's layout: see the helpers above)",
+            self._directive(
+                s, "mma", f"mma {s.path.shape_text(s.mma)}", lowering_for(k).mma_note(k)
             ),
             f"constexpr int MMA_M = {mm}, MMA_N = {mn}, MMA_K = {mk};",
             self._directive(
@@ -281,8 +272,7 @@ __device__ __forceinline__ void cp_async_wait() {
                     f"constexpr int {up}_XOR_CHUNK = {chunk}, {up}_XOR_GROUPS = {groups}, "
                     f"{up}_XOR_REPEAT = {repeat};  // pad xor: chunk ^= line / {repeat} % {groups}"
                 )
-        if s.instruction == "wgmma":
-            out += wgmma.descriptor_constants(k)
+        out += lowering_for(k).constants(k)
         out += [
             self._directive(
                 s,
@@ -318,8 +308,7 @@ __device__ __forceinline__ void cp_async_wait() {
                 s,
                 "target",
                 f"target {k.target.name}",
-                f"{k.target.warp_width}-thread warps"
-                + (", built for sm_90a (wgmma)" if s.instruction == "wgmma" else ""),
+                f"{k.target.warp_width}-thread warps" + lowering_for(k).target_note(),
             ),
         ]
         if s.epilogue:
@@ -379,19 +368,8 @@ __device__ __forceinline__ void cp_async_wait() {
 
     def _prologue(self, k: KernelIR) -> list[str]:
         out = []
-        if k.buffers and k.schedule.instruction == "wgmma":
-            out += [
-                "extern __shared__ __align__(1024) unsigned char smem_base[];",
-                "// wgmma's swizzle is a function of address bits 4-9: start on 1024 bytes "
-                "(the launch",
-                "// gives 1024 bytes of slack; dynamic shared memory is not promised that "
-                "alignment)",
-                "unsigned char* smem = smem_base + (1024 - static_cast<unsigned>("
-                "__cvta_generic_to_shared(smem_base)) % 1024) % 1024;",
-            ]
-        elif k.buffers:
-            out.append("extern __shared__ __align__(128) unsigned char smem[];")
         if k.buffers:
+            out += lowering_for(k).shared_memory(k)
             for b in k.buffers:
                 up, ctype = b.name.upper(), C_TYPES[b.dtype]
                 off = buffer_offsets(k)[b.name]
@@ -411,7 +389,7 @@ __device__ __forceinline__ void cp_async_wait() {
         tiles = grid_vars(k)
         mapping = block_tile(k)
         out.append("const int warp = threadIdx.x / WARP_SIZE;")
-        if k.schedule.instruction in ("mma.sync", "wgmma") or any(
+        if k.schedule.path.lane_addressed or any(
             isinstance(s, Copy) and s.by == "warp" for s in walk(k.body)
         ):
             out.append("const int lane = threadIdx.x % WARP_SIZE;")
@@ -432,22 +410,7 @@ __device__ __forceinline__ void cp_async_wait() {
         return out
 
     def _fragments(self, k: KernelIR) -> list[str]:
-        if k.schedule.instruction == "mma.sync":
-            return ptx_mma.declarations(k)
-        if k.schedule.instruction == "wgmma":
-            return wgmma.declarations(k)
-        out = []
-        for f in k.fragments:
-            ctype = C_TYPES[f.dtype]
-            if f.role == "accumulator":
-                args = f"{self.wmma}::accumulator, MMA_M, MMA_N, MMA_K, {ctype}"
-            else:
-                args = (
-                    f"{self.wmma}::{f.role}, MMA_M, MMA_N, MMA_K, {ctype}, "
-                    f"{self.wmma}::{f.layout}_major"
-                )
-            out.append(f"{self.wmma}::fragment<{args}> {f.name}[{f.count[0]}][{f.count[1]}];")
-        return out
+        return lowering_for(k).declarations(self, k)
 
     # ------------------------------------------------------------ statements
     def _stmts(self, k: KernelIR, body) -> list[str]:
@@ -457,12 +420,11 @@ __device__ __forceinline__ void cp_async_wait() {
         return out
 
     def _stmt(self, k: KernelIR, s) -> list[str]:
-        w = self.wmma
-        if isinstance(s, For) and k.schedule.instruction == "mma.sync":
-            paired = ptx_mma.paired_loop(self, k, s)
-            if paired is not None:
-                return paired
+        lowering = lowering_for(k)
         if isinstance(s, For):
+            own = lowering.loop(self, k, s)
+            if own is not None:
+                return own
             head = []
             if s.comment:
                 head.append(f"// {s.comment}")
@@ -473,31 +435,9 @@ __device__ __forceinline__ void cp_async_wait() {
                 f"for (int {s.var} = {self._e(s.start)}; {s.var} < {self._e(s.stop)}; {step}) {{"
             )
             return head + ["    " + x for x in self._stmts(k, s.body)] + ["}"]
-        if k.schedule.instruction == "mma.sync":
-            lowered = ptx_mma.statement(self, k, s)
-            if lowered is not None:
-                return lowered
-        if k.schedule.instruction == "wgmma":
-            lowered = wgmma.statement(self, k, s)
-            if lowered is not None:
-                return lowered
-        if isinstance(s, Fill):
-            value = f"{float(s.value)!r}" + ("f" if k.fragment(s.frag.name).dtype == "f32" else "")
-            return [f"{w}::fill_fragment({s.frag}, {value});"]
-        if isinstance(s, LoadFrag):
-            ptr, ld = self._address(k, s.src)
-            layout = (
-                f", {w}::mem_{self._layout(k, s.src)}_major"
-                if k.fragment(s.frag.name).role == "accumulator"
-                else ""
-            )
-            return [f"{w}::load_matrix_sync({s.frag}, {ptr}, {ld}{layout});"]
-        if isinstance(s, Mma):
-            return [f"{w}::mma_sync({s.acc}, {s.a}, {s.b}, {s.acc});"]
-        if isinstance(s, StoreFrag):
-            ptr, ld = self._address(k, s.dst)
-            layout = self._layout(k, s.dst)
-            return [f"{w}::store_matrix_sync({ptr}, {s.frag}, {ld}, {w}::mem_{layout}_major);"]
+        lowered = lowering.statement(self, k, s)
+        if lowered is not None:
+            return lowered
         if isinstance(s, Barrier):
             call = self.block_barrier if s.scope == "block" else self.warp_barrier
             return [f"{call}  // {s.reason}"]

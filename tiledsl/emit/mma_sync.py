@@ -24,6 +24,8 @@ from dataclasses import replace
 
 from ..ir.expr import Const, Var, evaluate, substitute, variables
 from ..ir.nodes import Fill, For, FragRef, KernelIR, LoadFrag, Mma, SharedTile, StoreFrag
+from ..ir.paths import MMA_SYNC
+from .lowering import PathLowering
 
 #: (role, tile storage layout) -> (ldmatrix helper, lane's row in the tile, its column)
 LDMATRIX = {
@@ -67,14 +69,6 @@ __device__ __forceinline__ void ldmatrix_x2_trans(unsigned (&r)[2], const void* 
                  : "=r"(r[0]), "=r"(r[1]) : "r"(smem_address(p)));
 }"""
 
-_XOR_HELPER = """\
-// pad xor: element `pos` of a line is stored in its 16-byte chunk XORed with the line's
-// key, so 8 consecutive lines hold the same chunk in 8 different bank groups.
-template <int CHUNK, int GROUPS, int REPEAT>
-__device__ __forceinline__ int xor_swizzle(int line, int pos) {
-    return pos ^ (line / REPEAT % GROUPS * CHUNK);
-}"""
-
 
 def mma_helper(inputs: str, acc: str) -> str:
     """One m16n8k16 instruction: d += a * b, inputs f16 or bf16, accumulators f32 or f16."""
@@ -101,23 +95,35 @@ def helper_name(inputs: str, acc: str) -> str:
     return f"mma_m16n8k16_{inputs}_{acc}"
 
 
-def module_helpers(kernels: tuple[KernelIR, ...]) -> list[str]:
-    """The device functions the module's kernels call: ldmatrix, mma, the XOR swizzle."""
-    out = []
-    ptx = [k for k in kernels if k.schedule.instruction == "mma.sync"]
-    if ptx:
-        out += [_LDMATRIX_HELPERS, ""]
-        variants = sorted({(k.gemm.a.dtype, k.schedule.accumulate) for k in ptx})
-        for inputs, acc in variants:
+class MmaSyncLowering(PathLowering):
+    path = MMA_SYNC
+
+    def helpers(self, kernels: tuple[KernelIR, ...]) -> list[str]:
+        """ldmatrix, and one mma helper per (inputs, accumulator) pair of `kernels`."""
+        if not kernels:
+            return []
+        out = [_LDMATRIX_HELPERS, ""]
+        for inputs, acc in sorted({(k.gemm.a.dtype, k.schedule.accumulate) for k in kernels}):
             out += [
                 f"// mma m16n8k16, {inputs} inputs, {acc} accumulators",
                 mma_helper(inputs, acc),
             ]
-        out.append("")
-    everyone = [*kernels, *(k.edge for k in kernels if k.edge is not None)]
-    if any(b.xor for k in everyone for b in k.buffers):
-        out += [_XOR_HELPER, ""]
-    return out
+        return [*out, ""]
+
+    def mma_note(self, k: KernelIR) -> str:
+        return (
+            "one mma.sync instruction per fragment; ldmatrix loads A and B "
+            "(registers in PTX's layout: see the helpers above)"
+        )
+
+    def declarations(self, emitter, k: KernelIR) -> list[str]:
+        return declarations(k)
+
+    def loop(self, emitter, k: KernelIR, s) -> list[str] | None:
+        return paired_loop(emitter, k, s)
+
+    def statement(self, emitter, k: KernelIR, s) -> list[str] | None:
+        return statement(emitter, k, s)
 
 
 def declarations(k: KernelIR) -> list[str]:

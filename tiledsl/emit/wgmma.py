@@ -46,6 +46,8 @@ from ..ir.nodes import (
     MmaWait,
     StoreFrag,
 )
+from ..ir.paths import WGMMA
+from .lowering import PathLowering
 from .mma_sync import float_pairs
 
 _HELPERS = """\
@@ -103,14 +105,53 @@ __device__ __forceinline__ void {helper_name(n, inputs)}(float (&d)[{regs}], uns
 }}"""
 
 
-def module_helpers(kernels: tuple[KernelIR, ...]) -> list[str]:
-    wg = [k for k in kernels if k.schedule.instruction == "wgmma"]
-    if not wg:
-        return []
-    out = [_HELPERS, ""]
-    for n, inputs in sorted({(k.schedule.mma[1], k.gemm.a.dtype) for k in wg}):
-        out += [f"// wgmma m64n{n}k16, {inputs} inputs, f32 accumulators", wgmma_helper(n, inputs)]
-    return out + [""]
+class WgmmaLowering(PathLowering):
+    path = WGMMA
+    helpers_after_swizzle = True
+
+    def helpers(self, kernels: tuple[KernelIR, ...]) -> list[str]:
+        if not kernels:
+            return []
+        out = [_HELPERS, ""]
+        for n, inputs in sorted({(k.schedule.mma[1], k.gemm.a.dtype) for k in kernels}):
+            out += [
+                f"// wgmma m64n{n}k16, {inputs} inputs, f32 accumulators",
+                wgmma_helper(n, inputs),
+            ]
+        return out + [""]
+
+    def mma_note(self, k: KernelIR) -> str:
+        return (
+            "one wgmma per fragment, issued by a warpgroup (the IR's warp: 4 warps, "
+            "WARP_SIZE 128); A and B read from shared memory by descriptor"
+        )
+
+    def swizzle_note(self) -> str:
+        return (
+            "no padding; the 128-byte swizzle wgmma's descriptors read: lines in "
+            "128-byte panels, chunk c of line l at chunk c ^ (l % 8)"
+        )
+
+    def target_note(self) -> str:
+        return ", built for sm_90a (wgmma)"
+
+    def constants(self, k: KernelIR) -> list[str]:
+        return descriptor_constants(k)
+
+    def shared_memory(self, k: KernelIR) -> list[str]:
+        return [
+            "extern __shared__ __align__(1024) unsigned char smem_base[];",
+            "// wgmma's swizzle is a function of address bits 4-9: start on 1024 bytes (the launch",
+            "// gives 1024 bytes of slack; dynamic shared memory is not promised that alignment)",
+            "unsigned char* smem = smem_base + (1024 - static_cast<unsigned>("
+            "__cvta_generic_to_shared(smem_base)) % 1024) % 1024;",
+        ]
+
+    def declarations(self, emitter, k: KernelIR) -> list[str]:
+        return declarations(k)
+
+    def statement(self, emitter, k: KernelIR, s) -> list[str] | None:
+        return statement(emitter, k, s)
 
 
 def k_major(k: KernelIR, buffer: str) -> bool:

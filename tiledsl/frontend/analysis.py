@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from ..errors import Collector
 from ..ir.expr import Const
 from ..ir.gemm import DTYPES, LAYOUTS, Gemm
-from ..ir.nodes import DTYPE_BYTES, SMEM_ALIGN, WGMMA_ALIGN, lanes_per_warp, xor_geometry
+from ..ir.nodes import DTYPE_BYTES, SMEM_ALIGN, lanes_per_warp, xor_geometry
 from ..ir.schedule import Schedule
 from ..ir.targets import DEFAULT_TARGET, TARGETS, Target
 from ..limits import GRID_Y_MAX, dim_problem
@@ -71,8 +71,8 @@ def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Col
         # and there is no epilogue (it needs each element's column: the staging tile's).
         direct = gemm.c.dtype == sched.accumulate and not sched.epilogue
         updates["epilogue_via"] = "direct" if direct else "shared"
-    if sched.instruction == "wgmma" and "pad" not in sched.written:
-        updates["pad"] = "xor"  # the 128-byte swizzle wgmma's descriptors read
+    if sched.path.default_pad and "pad" not in sched.written:
+        updates["pad"] = sched.path.default_pad  # wgmma: the 128-byte swizzle it reads
     for name, (value, loc, value_loc) in pads.items():
         if name in (gemm.a.name, gemm.b.name):
             updates["pad_a" if name == gemm.a.name else "pad_b"] = value
@@ -204,29 +204,8 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
     dtype = gemm.a.dtype if gemm is not None else "f16"
     if dtype not in target.mma_shapes:
         return  # already reported: the target takes no such inputs
-    if sched.instruction == "mma.sync":
-        if not _check_ptx_mma(sched, target, dtype, errs):
-            return
-    elif sched.instruction == "wgmma":
-        if not _check_wgmma(sched, target, dtype, gemm, errs):
-            return
-    else:
-        shapes = target.mma_shapes[dtype]
-        if sched.mma not in shapes:
-            errs.add(
-                sched.loc("mma"),
-                f"{target.name} has no {m} x {n} x {k} {dtype} fragment",
-                "fragment shapes here: " + ", ".join(" x ".join(map(str, s)) for s in shapes),
-            )
-            return
-        if sched.pad == "xor":
-            errs.add(
-                sched.loc("pad"),
-                "pad xor permutes each row's 16-byte chunks, and WMMA's load_matrix_sync "
-                "can only read plain strided rows",
-                "use the mma.sync path (`mma m16n8k16`), which reads through ldmatrix, "
-                "or `pad auto`",
-            )
+    if not _check_path(sched, target, dtype, gemm, errs):
+        return
     ok = True
     for what, size, unit, expl in (
         ("BM", bm, m * cm, f"mma.M × CM = {m} × {cm} = {m * cm}"),
@@ -248,7 +227,7 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
     if threads > target.max_threads_per_block:
         errs.add(
             sched.loc("block"),
-            f"{warps_m} x {warps_n} {'warpgroups' if lanes > target.warp_width else 'warps'} "
+            f"{warps_m} x {warps_n} {sched.path.ir_warp}s "
             f"of {lanes} threads = "
             f"{threads} threads per block; {target.name} allows {target.max_threads_per_block}",
             "use a smaller block tile, or give each warp several fragments (`coarsen 2 x 2`)",
@@ -259,9 +238,9 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
         _check_shared_memory(sched, target, gemm, errs)
     if gemm is not None and sched.stages >= 1:
         _check_copy_width(sched, gemm, errs)
-    if sched.fragment_buffers == 2 and sched.instruction != "wgmma":
+    if sched.fragment_buffers == 2 and sched.path.fragments_in_registers:
         _check_fragment_buffers(sched, errs)
-    if gemm is not None and sched.pad == "xor" and sched.instruction == "mma.sync":
+    if gemm is not None and sched.pad == "xor" and not sched.path.swizzle_panel_bytes:
         _check_xor_lines(sched, gemm, errs)
     if gemm is not None:
         _check_literal_sizes(sched, gemm, errs)
@@ -304,27 +283,29 @@ def shared_memory_bytes(sched: Schedule, gemm: Gemm, staged_c: bool) -> int:
     exact, except under `pad auto` (whose pad the bank model picks from the IR), where it
     is the floor with no pad. `staged_c`: C goes through the per-warp staging tile.
 
-    The same layout as the passes build (tiledsl.ir.nodes.buffer_offsets): A's and B's tiles,
-    `stages` slots each (one for stages 1), each buffer on a 128-byte boundary (1024 for
-    wgmma's swizzle, plus 1024 bytes of slack to reach it); the staging tile of C, one
-    fragment per warp, shares their bytes."""
-    align = WGMMA_ALIGN if sched.instruction == "wgmma" else SMEM_ALIGN
+    The same layout as the passes build (tiledsl.ir.nodes.buffer_offsets and
+    KernelIR.smem_bytes): A's and B's tiles, `stages` slots each (one for stages 1), each
+    starting where the path aligns buffers, the end rounded to 128 bytes, plus the path's
+    slack; the staging tile of C, one fragment per warp, shares their bytes."""
+    path = sched.path
 
-    def aligned(nbytes: int) -> int:
+    def aligned(nbytes: int, align: int) -> int:
         return -(-nbytes // align) * align
 
-    used = 0
+    start = end = 0
     if sched.stages >= 1:
         for op, pad in ((gemm.a, sched.pad_a), (gemm.b, sched.pad_b)):
             lines, length = tile_shape(sched, gemm, op)
             pitch = length + (pad if sched.pad == "explicit" else 0)
-            used = aligned(used + sched.stages * lines * pitch * DTYPE_BYTES[op.dtype])
+            size = sched.stages * lines * pitch * DTYPE_BYTES[op.dtype]
+            end = max(end, aligned(start + size, SMEM_ALIGN))
+            start += aligned(size, path.smem_align)
     if staged_c:
         m, n, _ = sched.mma
         warps_m, warps_n = sched.warps
         acc_bytes = DTYPE_BYTES[sched.accumulate] if sched.accumulate in DTYPE_BYTES else 4
-        used = max(used, aligned(warps_m * warps_n * m * n * acc_bytes))
-    return used + WGMMA_ALIGN if used and sched.instruction == "wgmma" else used
+        end = max(end, aligned(warps_m * warps_n * m * n * acc_bytes, SMEM_ALIGN))
+    return end + path.smem_slack if end else end
 
 
 def _check_shared_memory(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -> None:
@@ -349,98 +330,51 @@ def _check_shared_memory(sched: Schedule, target: Target, gemm: Gemm, errs: Coll
     )
 
 
-def _check_ptx_mma(sched: Schedule, target: Target, dtype: str, errs: Collector) -> bool:
-    """`mma mMnNkK`: an mma.sync shape this target has, fed from shared memory."""
-    m, n, k = sched.mma
-    shapes = (target.ptx_mma_shapes or {}).get(dtype, ())
-    if not shapes:
-        errs.add(
-            sched.loc("mma"),
-            f"{target.name} has no mma.sync PTX path",
-            "use a WMMA fragment shape: "
-            + ", ".join(" x ".join(map(str, s)) for s in target.mma_shapes[dtype]),
-        )
-        return False
-    if sched.mma not in shapes:
-        errs.add(
-            sched.loc("mma"),
-            f"{target.name} has no m{m}n{n}k{k} mma.sync path for {dtype} here",
-            "instruction shapes here: " + ", ".join("m{}n{}k{}".format(*s) for s in shapes),
-        )
-        return False
-    if sched.stages == 0:
-        errs.add(
-            sched.loc("stages"),
-            "mma.sync fragments are loaded with ldmatrix, which reads shared memory only; "
-            "stages 0 loads fragments straight from global memory",
-            "use stages 1 or more, or a WMMA shape (`mma 16 x 16 x 16`)",
-        )
-        return False
-    return True
-
-
-def _check_wgmma(
+def _check_path(
     sched: Schedule, target: Target, dtype: str, gemm: Gemm | None, errs: Collector
 ) -> bool:
-    """`mma m64nNk16`: a wgmma shape of this target, its tiles in 128-byte-swizzled shared
-    memory (`pad xor`), fed by a pipeline, accumulating in f32."""
-    m, n, k = sched.mma
-    shapes = (target.wgmma_shapes or {}).get(dtype, ())
+    """The instruction path (tiledsl.ir.paths): the target has it and its shape, the
+    schedule gives it what it needs; False if what follows cannot be checked."""
+    path = sched.path
+    shapes = (getattr(target, path.target_shapes) or {}).get(dtype, ())
+    shape = path.shape_text(sched.mma)
     if not shapes:
+        wmma = ", ".join(" x ".join(map(str, s)) for s in target.mma_shapes[dtype])
         errs.add(
             sched.loc("mma"),
-            f"{target.name} has no wgmma (`mma m{m}n{n}k{k}` is Hopper's warpgroup instruction)",
-            "use `target cuda sm_90`, or the mma.sync path here (`mma m16n8k16`)",
+            path.no_path.format(target=target.name, shape=shape),
+            path.no_path_fix.format(wmma_shapes=wmma),
         )
         return False
     if sched.mma not in shapes:
         errs.add(
             sched.loc("mma"),
-            f"{target.name} has no m{m}n{n}k{k} wgmma for {dtype} here",
-            "wgmma shapes here: " + ", ".join("m{}n{}k{}".format(*s) for s in shapes),
+            path.no_shape.format(target=target.name, shape=shape, dtype=dtype),
+            path.shapes_note.format(shapes=", ".join(path.shape_text(s) for s in shapes)),
         )
         return False
     ok = True
-    need = (
-        (
-            sched.stages < 2,
-            "stages",
-            f"wgmma reads its tiles asynchronously from shared memory, "
-            f"which needs the pipeline of stages 2 or more (stages {sched.stages})",
-            "write `stages 3` or more (from 3, one step of wgmmas stays in flight)",
-        ),
-        (
-            sched.pad != "xor",
-            "pad",
-            "wgmma reads shared memory through descriptors of "
-            "128-byte-swizzled tiles, which is `pad xor`'s layout on this path",
-            "write `pad xor`",
-        ),
-        (
-            sched.accumulate != "f32",
-            "accumulate",
-            "the wgmma path accumulates in f32 only (f16 accumulation is not built for it)",
-            "write `accumulate f32`, or drop the line",
-        ),
-        (
-            sched.fragment_buffers == 2,
-            "fragment_buffers",
-            "wgmma reads A and B from shared "
-            "memory itself: there are no fragment registers to double-buffer",
-            "drop `fragment_buffers 2` (a step of wgmmas already overlaps the next one's copies)",
-        ),
-    )
-    for bad, directive, what, fix in need:
-        if bad:
+    for need in path.requirements:
+        if not need.holds(sched):
             ok = False
-            errs.add(sched.loc(directive), what, fix)
-    bk = sched.block[2]
-    if gemm is not None and (gemm.a.layout == "row" or gemm.b.layout == "col") and bk % 64:
+            errs.add(sched.loc(need.directive), need.message.format(stages=sched.stages), need.fix)
+    if sched.pad == "xor" and not path.reads_swizzled_lines:
+        errs.add(
+            sched.loc("pad"),
+            "pad xor permutes each row's 16-byte chunks, and WMMA's load_matrix_sync "
+            "can only read plain strided rows",
+            "use the mma.sync path (`mma m16n8k16`), which reads through ldmatrix, "
+            "or `pad auto`",
+        )
+    bk, line = sched.block[2], path.k_line_elements
+    k_contiguous = gemm is not None and (gemm.a.layout == "row" or gemm.b.layout == "col")
+    if line and k_contiguous and bk % line:
         ok = False
         errs.add(
             sched.loc("block"),
-            f"BK = {bk}: a K-contiguous tile is read by wgmma in 128-byte lines of 64 elements",
-            f"make BK a multiple of 64, e.g. {max(64, bk - bk % 64)}",
+            f"BK = {bk}: a K-contiguous tile is read by {path.name} in "
+            f"{line * 2}-byte lines of {line} elements",
+            f"make BK a multiple of {line}, e.g. {max(line, bk - bk % line)}",
         )
     return ok
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from ..errors import Collector
+from ..ir.paths import ptx_path
 from ..ir.schedule import Schedule
 from ..ir.targets import TARGETS, UNMODELLED, parse_target_name
 from ..limits import INT_MAX, MAX_STAGES
@@ -129,7 +130,7 @@ def _read_mma(d, errs):
             return {}
         shape = tuple(int(x) for x in match.groups())
         # m64: the warpgroup's instruction (wgmma); the analysis checks the rest of the shape
-        return {"mma": shape, "instruction": "wgmma" if shape[0] == 64 else "mma.sync"}
+        return {"mma": shape, "instruction": ptx_path(shape).name}
     v = _ints(d, 3, errs)
     return {"mma": v} if v else {}
 

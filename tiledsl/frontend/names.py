@@ -64,8 +64,12 @@ GENERATED_LOCALS = frozenset(
     t n8""".split()
 )
 
-#: Families of helper names, one per instruction shape (`wgmma_m64n128k16_f16_f32`, ...).
-GENERATED_FAMILIES = re.compile(r"(wgmma|mma|ldmatrix|cp_async)_\w*\Z")
+#: Helpers named per instruction shape or variant: `wgmma_m64n128k16_f16_f32`,
+#: `mma_m16n8k16_f16_f32`, `ldmatrix_x4_trans`, `cp_async_wait`, `wgmma_desc`, ...
+GENERATED_FAMILIES = re.compile(
+    r"((wgmma|mma)_m\d+n\d+k\d+_\w+|ldmatrix_x\d(_trans)?|cp_async(_\w+)?"
+    r"|wgmma_(desc|fence|commit|wait))\Z"
+)
 
 #: The suffixes of the names derived from a kernel's, and of its shared tiles' constants.
 KERNEL_SUFFIXES = ("_edge", "_schedule", "_edge_schedule", "_launch")

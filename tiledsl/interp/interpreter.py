@@ -463,22 +463,23 @@ class _Interpreter:
             )
 
     def _check_fragment_pointer(self, blk: _Block, tile: Tile, stmt) -> None:
-        """WMMA wants a 32-byte aligned pointer and a leading dimension of whole 16 bytes;
-        mma.sync, each lane's own address aligned (`_check_lane_pointers`)."""
+        """The path's pointer contract (InstructionPath.operands / .accumulators): a WMMA
+        pointer 32-byte aligned with a leading dimension of whole 16 bytes; each lane's own
+        address aligned (`_check_lane_pointers`); or a descriptor's tile."""
         if isinstance(tile, SharedTile):
             buf = self.k.buffer(tile.buffer)
             size, base, ld = DTYPE_BYTES[buf.dtype], self.offsets[buf.name], buf.pitch
         else:
             op = self.k.gemm.operand(tile.operand)
             size, base, ld = DTYPE_BYTES[op.dtype], 0, int(evaluate(op.leading_dim, blk.env))
-        if self.k.schedule.instruction == "wgmma":
-            if not self._async_read(stmt):
-                if self.k.fragment(stmt.frag.name).role == "accumulator":
-                    self._check_lane_pointers(blk, tile, stmt, size, base)
-                return
-            self._check_descriptor(blk, tile, stmt, size, base)
+        path = self.k.schedule.path
+        role = self.k.fragment(stmt.frag.name).role
+        access = path.accumulators if role == "accumulator" else path.operands
+        if access == "descriptor":  # an IR not yet pipelined reads synchronously: no descriptor
+            if self._async_read(stmt):
+                self._check_descriptor(blk, tile, stmt, size, base)
             return
-        if self.k.schedule.instruction == "mma.sync":
+        if access in ("lane_rows", "lane_pairs"):
             self._check_lane_pointers(blk, tile, stmt, size, base)
             return
         zero = np.zeros((1, 1), np.int64)

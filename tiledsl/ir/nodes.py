@@ -345,11 +345,11 @@ class KernelIR:
 
     @property
     def smem_bytes(self) -> int:
-        """Dynamic shared memory to ask for at launch (wgmma: plus the slack that lets the
-        kernel round its base up to 1024 bytes, which the launch does not promise)."""
+        """Dynamic shared memory to ask for at launch (plus the path's slack that lets the
+        kernel round its base up to its alignment, which the launch does not promise)."""
         offsets = buffer_offsets(self)
         used = max((_aligned(offsets[b.name] + b.size_bytes) for b in self.buffers), default=0)
-        return used + WGMMA_ALIGN if used and self.schedule.instruction == "wgmma" else used
+        return used + self.schedule.path.smem_slack if used else used
 
     def warp_coords(self) -> dict:
         """`warp`, `wm`, `wn` of every warp of a block, as numpy arrays (as the emitted
@@ -379,25 +379,23 @@ def async_mma(kernel: KernelIR) -> bool:
     return any(isinstance(s, MmaCommit) for s in walk(kernel.body))
 
 
+# Buffers end on 128-byte boundaries (16 is needed for vectors; 128 keeps rows in phase);
+# each path says where they start (InstructionPath.smem_align: wgmma's swizzle, 1024).
 SMEM_ALIGN = 128
-# wgmma's 128-byte swizzle is a function of address bits 4-9: its tiles start on 1024 bytes.
-WGMMA_ALIGN = 1024
 
 
 def lanes_per_warp(schedule: Schedule, target: Target) -> int:
-    """The threads one IR warp stands for: wgmma is issued by a warpgroup (4 warps)."""
-    return 4 * target.warp_width if schedule.instruction == "wgmma" else target.warp_width
+    """The threads one IR warp stands for (a warpgroup of 4 warps on wgmma)."""
+    return schedule.path.lanes(target)
 
 
 def _aligned(nbytes: int, align: int = SMEM_ALIGN) -> int:
-    """Buffers start on 128-byte boundaries (16 is needed for vectors; 128 keeps rows in
-    phase), or on 1024 with wgmma (WGMMA_ALIGN)."""
     return -(-nbytes // align) * align
 
 
 def buffer_offsets(kernel: KernelIR) -> dict[str, int]:
     """Byte offset of each shared buffer inside the kernel's dynamic shared memory."""
-    align = WGMMA_ALIGN if kernel.schedule.instruction == "wgmma" else SMEM_ALIGN
+    align = kernel.schedule.path.smem_align
     offsets, at = {}, 0
     for b in kernel.buffers:
         if b.alias is not None:

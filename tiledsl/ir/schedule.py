@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ..errors import Loc
 from .expr import Const
+from .paths import PATHS, InstructionName, InstructionPath
 from .targets import DEFAULT_TARGET
 
 
@@ -18,10 +19,9 @@ from .targets import DEFAULT_TARGET
 class Schedule:
     block: tuple[int, int, int] = (0, 0, 0)
     mma: tuple[int, int, int] = (16, 16, 16)
-    # "wmma" (`mma 16 x 16 x 16`: nvcuda::wmma fragments), "mma.sync" (`mma m16n8k16`:
-    # the PTX instruction, fed by ldmatrix) or "wgmma" (`mma m64nNk16`: Hopper's warpgroup
-    # instruction, reading A and B straight from 128-byte-swizzled shared memory)
-    instruction: str = "wmma"
+    # the instruction path (tiledsl.ir.paths): "wmma" (`mma 16 x 16 x 16`), "mma.sync"
+    # (`mma m16n8k16`) or "wgmma" (`mma m64nNk16`); `path` is its description
+    instruction: InstructionName = "wmma"
     coarsen: tuple[int, int] = (1, 1)
     stages: int = 2
     fragment_buffers: int = 1  # 2: A and B fragments double-buffered in registers
@@ -50,10 +50,14 @@ class Schedule:
         return dict(self.locs).get(directive, self.kernel_loc)
 
     @property
+    def path(self) -> InstructionPath:
+        """The description of this schedule's instruction path."""
+        return PATHS[self.instruction]
+
+    @property
     def mma_depth(self) -> int:
-        """wgmma groups left in flight at the end of a K step: 1 from 3 stages on (a slot
-        is then read for two steps), else 0; 0 on the synchronous paths."""
-        return 1 if self.instruction == "wgmma" and self.stages >= 3 else 0
+        """Groups of mmas left in flight at the end of a K step (InstructionPath.async_depth)."""
+        return self.path.async_depth(self.stages)
 
     @property
     def warps(self) -> tuple[int, int]:

@@ -133,18 +133,21 @@ UNMODELLED = {"musa mp_31": "its limits are not documented in the S4000 seed or 
 
 
 def build_arch(arch: str, kernels) -> str:
-    """The architecture to build `kernels` for on a device of `arch`: wgmma exists only in
-    the chip-specific target (sm_90a), which runs on that chip alone."""
-    if not any(k.schedule.instruction == "wgmma" for k in kernels):
-        return arch
-    if arch not in ("sm_90", "sm_90a"):
-        from ..errors import UsageError
+    """The architecture to build `kernels` for on a device of `arch`: a path may exist only
+    in the chip-specific target (wgmma: sm_90a), which runs on that chip alone."""
+    for k in kernels:
+        path = k.schedule.path
+        if path.devices and arch not in path.devices:
+            from ..errors import UsageError
 
-        raise UsageError(
-            f"wgmma (`mma m64nNk16`) runs on sm_90 (Hopper) only, and this device is {arch}; "
-            "use the mma.sync path (`mma m16n8k16`) or WMMA here"
-        )
-    return "sm_90a"
+            raise UsageError(
+                f"{path.name} (`mma {path.family}`) runs on {path.devices_text} only, "
+                f"and this device is {arch}; "
+                "use the mma.sync path (`mma m16n8k16`) or WMMA here"
+            )
+        if path.build_suffix:
+            return path.build_arch(arch)
+    return arch
 
 
 def parse_target_name(text: str) -> str | None:

@@ -282,15 +282,16 @@ def _check_fragment_alignment(kernel: KernelIR, errs: Collector) -> None:
             size, ld = DTYPE_BYTES[op.dtype], op.leading_dim
             element = op.offset(tile.origin[0] + tile.offset[0], tile.origin[1] + tile.offset[1])
             base = 0
-        if s.instruction == "wgmma" and kernel.fragment(stmt.frag.name).role != "accumulator":
+        frag = kernel.fragment(stmt.frag.name)
+        access = s.path.accumulators if frag.role == "accumulator" else s.path.operands
+        if access == "descriptor":
             _check_descriptor_tile(kernel, stmt, tile, base, known, errs)
             continue
         pointer = min(pow2_alignment(element, known) * size, base & -base if base else 1 << 30)
         ldm = pow2_alignment(ld, known) * size
-        if s.instruction in ("mma.sync", "wgmma"):
+        if access in ("lane_rows", "lane_pairs"):
             # ldmatrix reads 16-byte rows; accumulators move 2 elements per lane and row.
-            frag = kernel.fragment(stmt.frag.name)
-            need = 2 * size if frag.role == "accumulator" else 16
+            need = 16 if access == "lane_rows" else 2 * size
             if pointer < need or ldm < need:
                 name = tile.buffer if isinstance(tile, SharedTile) else tile.operand
                 errs.add(

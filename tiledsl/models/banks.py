@@ -120,9 +120,9 @@ def conflicts(kernel: KernelIR, buffer: str, pitch: int | None = None) -> list[A
             and isinstance(stmt.src, SharedTile)
             and stmt.src.buffer == buffer
             and buf.dtype != "f32"
-            # wgmma's operands are read by the tensor cores through descriptors, not by
+            # operands read by the tensor cores through descriptors (wgmma), not by
             # lanes: no bank model (the 128-byte swizzle is the hardware's own)
-            and kernel.schedule.instruction != "wgmma"
+            and kernel.schedule.path.operands != "descriptor"
         ):
             key = ("frag", stmt.frag.name)
             if key not in seen:

@@ -21,7 +21,7 @@ def seed_registers_per_warp(sched: Schedule) -> int:
     fragment and a row of CN B fragments per warp (B loaded once per step, A per row)."""
     m, n, k = sched.mma
     cm, cn = sched.coarsen
-    if sched.instruction == "wgmma":
+    if not sched.path.fragments_in_registers:
         return cm * cn * m * n  # A and B stay in shared memory: only the accumulators
     return cm * cn * m * n + m * k + cn * k * n
 
@@ -37,7 +37,7 @@ def fragment_words_per_warp(sched: Schedule, in_bytes: int) -> int:
     cm, cn = sched.coarsen
     acc_bytes = 2 if sched.accumulate == "f16" else 4
     total = cm * cn * m * n * acc_bytes
-    if sched.instruction != "wgmma":  # wgmma reads A and B from shared memory
+    if sched.path.fragments_in_registers:  # else A and B are read from shared memory
         total += (m * k + cn * k * n) * in_bytes
     return -(-total // 4)
 

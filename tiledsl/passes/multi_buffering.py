@@ -117,7 +117,7 @@ def _pipeline(loop: For, stages: int, is_async: bool, kernel: KernelIR):
         comment=f"pipeline prologue: the first {lead} step(s) in flight",
     )
     ahead = kt + lead
-    wgmma = kernel.schedule.instruction == "wgmma"
+    wgmma = kernel.schedule.path.reads_tiles_async
     reader = "warpgroup's wgmmas" if wgmma else "warp"
     barrier = Barrier(
         "block",

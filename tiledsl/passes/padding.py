@@ -25,7 +25,7 @@ def padding(kernel: KernelIR) -> KernelIR:
     for b in kernel.buffers:
         if b.name in pads and s.pad == "xor":
             # on wgmma, the hardware's 128-byte swizzle: lines cut into 128-byte panels
-            panel = 128 // DTYPE_BYTES[b.dtype] if s.instruction == "wgmma" else 0
+            panel = s.path.swizzle_panel_bytes // DTYPE_BYTES[b.dtype]
             b = replace(b, pitch=b.line_length, xor=True, panel=panel)
         elif b.name in pads:
             pad = best_pad(kernel, b.name) if s.pad == "auto" else pads[b.name]

@@ -52,14 +52,15 @@ def banks_graph(kernel: KernelIR, file: str) -> str:
         ),
     )
     g.attr("node", shape="plain")
-    loads = fragment_loads(kernel) if kernel.schedule.instruction != "wgmma" else []
+    by_lanes = kernel.schedule.path.operands != "descriptor"
+    loads = fragment_loads(kernel) if by_lanes else []
     if not loads:
         why = (
             "stages 0: fragments load straight from global memory"
             if kernel.schedule.stages == 0
-            else "wgmma: the tensor cores read A and B through descriptors, in the hardware's "
-            "128-byte swizzle, not lanes"
-            if kernel.schedule.instruction == "wgmma"
+            else f"{kernel.schedule.path.name}: the tensor cores read A and B through "
+            "descriptors, in the hardware's 128-byte swizzle, not lanes"
+            if not by_lanes
             else "no fragment load reads an f16 A or B tile"
         )
         g.node("none", _note(f"no shared-memory tile of A or B to map ({why})"))

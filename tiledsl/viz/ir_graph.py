@@ -38,6 +38,7 @@ from ..ir.nodes import (
     SharedTile,
     StoreFrag,
 )
+from ..ir.paths import WMMA, InstructionPath
 from ..ir.printer import tile_text
 from ..passes import PASSES
 from . import style
@@ -71,7 +72,7 @@ def stage_graph(
         top.node("decl")
         top.node("legend")
 
-    drawing = _Body(kernel.sync_report, data_colours(kernel), kernel.schedule.instruction)
+    drawing = _Body(kernel.sync_report, data_colours(kernel), kernel.schedule.path)
     first = drawing.items(g, items, "b")
     if first is None:
         g.node("empty", "(empty body)", shape="plaintext", style="")
@@ -139,8 +140,8 @@ class _Anchor:
 
 
 class _Body:
-    def __init__(self, decisions: tuple, colours: dict[str, str], instruction: str = "wmma"):
-        self.instruction = instruction
+    def __init__(self, decisions: tuple, colours: dict[str, str], path: InstructionPath = WMMA):
+        self.path = path
         self.colours = colours
         self.edges: list[tuple[str, str, dict]] = []
         self.pending_decisions = list(decisions)
@@ -219,7 +220,7 @@ class _Body:
         return style.lines_label(parts)
 
     def label(self, item: Item, decision) -> str:
-        head, lines, touches = describe(item.stmt, self.instruction)
+        head, lines, touches = describe(item.stmt, self.path)
         rows = [f"<B>{esc(head)}</B>"] + [font(esc(line), 10, face=style.MONO) for line in lines]
         if item.status == "removed":
             rows = [f"<S>{r}</S>" for r in rows]
@@ -293,7 +294,7 @@ def role(stmt) -> str:
     return "other"
 
 
-def describe(stmt, instruction: str = "wmma") -> tuple[str, list[str], str | None]:
+def describe(stmt, path: InstructionPath = WMMA) -> tuple[str, list[str], str | None]:
     """(heading, detail lines, the buffer or fragment it touches) of one statement."""
     if isinstance(stmt, Copy):
         shared = stmt.dst if isinstance(stmt.dst, SharedTile) else stmt.src
@@ -308,11 +309,9 @@ def describe(stmt, instruction: str = "wmma") -> tuple[str, list[str], str | Non
     if isinstance(stmt, Fill):
         return "fill_fragment", [f"{stmt.frag} = {stmt.value:g}"], stmt.frag.name
     if isinstance(stmt, LoadFrag):
-        call = "wgmma operand (descriptor)" if instruction == "wgmma" else "load_matrix_sync"
-        return call, [f"{stmt.frag} ← {tile_text(stmt.src)}"], _touched(stmt.src)
+        return path.load_label, [f"{stmt.frag} ← {tile_text(stmt.src)}"], _touched(stmt.src)
     if isinstance(stmt, Mma):
-        call = "wgmma.mma_async (each warpgroup)" if instruction == "wgmma" else "mma_sync"
-        return call, [f"{stmt.acc} += {stmt.a} * {stmt.b}"], stmt.acc.name
+        return path.mma_label, [f"{stmt.acc} += {stmt.a} * {stmt.b}"], stmt.acc.name
     if isinstance(stmt, StoreFrag):
         return "store_matrix_sync", [f"{tile_text(stmt.dst)} ← {stmt.frag}"], _touched(stmt.dst)
     if isinstance(stmt, Barrier):
