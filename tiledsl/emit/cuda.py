@@ -31,14 +31,10 @@ from ..ir.nodes import (
 )
 from ..ir.schedule import named_constants
 from .launch import launch_of
+from .notes import directive_notes
 from .paths import LOWERINGS, lowering_for
 
 _VECTOR_TYPES = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
-_RASTER_MEANING = {
-    "none": "block i computes tile (i / tiles_n, i % tiles_n)",
-    "grouped": "blocks walk GROUP_M block-rows at a time, so neighbours share A and B in L2",
-    "zigzag": "panels of PANEL_N block-columns; odd panels walk M in reverse",
-}
 
 
 _XOR_HELPER = """\
@@ -143,116 +139,47 @@ __device__ __forceinline__ void cp_async_wait() {
 
     # ------------------------------------------------------------ declarations
     def _constants(self, k: KernelIR) -> list[str]:
+        """The kernel's namespace: each directive's note above the constants it explains."""
         s = k.schedule
+        notes = {name: note.comment() for name, note in directive_notes(k).items()}
         consts = named_constants(s)
         (mm, mn, mk) = s.mma
-        tiled = "smem-tiling" in k.passes
-        piped = "multi-buffering" in k.passes
-        later = "not applied here (compiled with --stop-after an earlier pass)"
-        if s.stages == 0:
-            staging = "fragments load straight from global memory (no shared memory)"
-        elif not tiled:
-            staging = f"{later}: fragments load straight from global memory"
-        elif piped:
-            lead = s.stages - 1 - s.mma_depth
-            staging = (
-                f"{s.stages} shared-memory slots of A and B; copies run {lead} "
-                "step(s) ahead of the compute (smem-tiling, multi-buffering)"
-                + (", one step of wgmmas left in flight" if s.mma_depth else "")
-            )
-        else:
-            staging = "one shared-memory tile of A and B, loaded then computed (smem-tiling)"
-            if s.stages > 1:
-                staging += f"; multi-buffering {later}"
-        if not tiled:
-            copying = "unused: no shared-memory tiles of A and B"
-        elif piped and s.copy_mode == "async":
-            copying = f"cp.async copies of {s.copy_bytes}-byte vectors, global -> shared"
-        else:
-            copying = f"global -> shared copies move {s.copy_bytes}-byte vectors"
-        tiles = [b for b in k.buffers if not b.per_warp]
-        if not tiled:
-            padding = "unused: no shared-memory tiles of A and B"
-        elif "padding" in k.passes and s.pad == "xor":
-            padding = lowering_for(k).swizzle_note()
-        elif "padding" in k.passes:
-            pads = ", ".join(f"{b.name} {b.pitch - b.line_length}" for b in tiles)
-            padding = f"rows padded by {pads} element(s): pitches below"
-        else:
-            padding = "unpadded: pitches below" + (f"; padding {later}" if s.pad != "none" else "")
-        if "warp-coarsening" in k.passes or s.coarsen == (1, 1):
-            coarsening = (
-                f"{s.coarsen[0]} x {s.coarsen[1]} fragment(s) per warp, so "
-                f"{k.warps[0]} x {k.warps[1]} warps"
-            )
-        else:
-            coarsening = f"{later}: one fragment per warp, {k.warps[0]} x {k.warps[1]} warps"
-        if "sync-elimination" in k.passes:
-            kept = sum(d.kept for d in k.sync_report)
-            syncing = (
-                f"the hazard analysis kept {kept} barrier(s) and removed "
-                f"{len(k.sync_report) - kept} (see --explain-sync)"
-            )
-        else:
-            syncing = "every barrier the lowering placed is kept" + (
-                f"; sync-elimination {later}" if s.sync == "minimal" else ""
-            )
         out = [
-            self._directive(
-                s,
-                "block",
-                f"block {' x '.join(map(str, s.block))}",
-                "the tile one thread block computes, and its K step",
-            ),
+            notes["block"],
             f"constexpr int BM = {consts['BM'].value}, BN = {consts['BN'].value}, "
             f"BK = {consts['BK'].value};",
-            self._directive(
-                s, "mma", f"mma {s.path.shape_text(s.mma)}", lowering_for(k).mma_note(k)
-            ),
+            notes["mma"],
             f"constexpr int MMA_M = {mm}, MMA_N = {mn}, MMA_K = {mk};",
-            self._directive(
-                s,
-                "coarsen",
-                f"coarsen {s.coarsen[0]} x {s.coarsen[1]}",
-                coarsening,
-            ),
+            notes["coarsen"],
             f"constexpr int WARPS_M = {k.warps[0]}, WARPS_N = {k.warps[1]}, "
             f"WARP_SIZE = {k.warp_width}, THREADS = {k.threads};",
             'static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x '
             'WARPS_N warps");',
-            self._directive(
-                s,
-                "stages",
-                f"stages {s.stages}",
-                staging,
-            ),
-            self._directive(
-                s,
-                "fragment_buffers",
-                f"fragment_buffers {s.fragment_buffers}",
-                "two sets of A and B fragments: step kk + 1's load while step kk computes, "
-                "and the block barrier sits at the last fragment step (fragment-buffering)"
-                if "fragment-buffering" in k.passes
-                else "one set of A and B fragments, loaded at each fragment step",
-            ),
-            self._directive(
-                s,
-                "copy",
-                f"copy {s.copy_mode} {s.copy_bytes}",
-                copying,
-            ),
-            self._directive(
-                s,
-                "pad",
-                "pad "
-                + (
-                    s.pad
-                    if s.pad != "explicit"
-                    else f"{k.gemm.a.name} {s.pad_a}, {k.gemm.b.name} {s.pad_b}"
-                ),
-                padding,
-            ),
+            notes["stages"],
+            notes["fragment_buffers"],
+            notes["copy"],
+            notes["pad"],
+            *self._buffer_constants(k),
+            *lowering_for(k).constants(k),
+            notes["swizzle"],
+            *self._raster_constants(k),
+            *(notes[name] for name in ("sync", "load_order", "accumulate", "epilogue_via")),
+            notes["target"],
         ]
+        if s.epilogue:
+            ep = Epilogue.of(s, k.gemm)
+            out += [
+                notes["epilogue"],
+                f"constexpr float ALPHA = {float(ep.alpha)!r}f, BETA = {float(ep.beta)!r}f;",
+            ]
+        if s.attributes:
+            out.append(notes["attributes"])
+        return out
+
+    @staticmethod
+    def _buffer_constants(k: KernelIR) -> list[str]:
+        """Each shared buffer's lines and pitch (and its panels and XOR key, if swizzled)."""
+        out = []
         for b in k.buffers:
             up = b.name.upper()
             major = "ROWS" if b.layout == "row" else "COLS"
@@ -272,65 +199,6 @@ __device__ __forceinline__ void cp_async_wait() {
                     f"constexpr int {up}_XOR_CHUNK = {chunk}, {up}_XOR_GROUPS = {groups}, "
                     f"{up}_XOR_REPEAT = {repeat};  // pad xor: chunk ^= line / {repeat} % {groups}"
                 )
-        out += lowering_for(k).constants(k)
-        out += [
-            self._directive(
-                s,
-                "swizzle",
-                "swizzle " + " ".join(str(x) for x in (s.swizzle, s.swizzle_param) if x),
-                _RASTER_MEANING[k.raster[0]]
-                if k.raster[0] == s.swizzle
-                else f"{later}: {_RASTER_MEANING['none']}",
-            ),
-            *self._raster_constants(k),
-            self._directive(s, "sync", f"sync {s.sync}", syncing),
-            self._directive(
-                s,
-                "load_order",
-                f"load_order {s.load_order}",
-                "A's tile is copied first" if s.load_order == "ab" else "B's tile is copied first",
-            ),
-            self._directive(
-                s,
-                "accumulate",
-                f"accumulate {s.accumulate}",
-                f"fragments accumulate in {C_TYPES[s.accumulate]}",
-            ),
-            self._directive(
-                s,
-                "epilogue_via",
-                f"epilogue_via {s.epilogue_via}",
-                "fragments stored straight to C"
-                if s.epilogue_via == "direct"
-                else "C staged per warp in shared memory, converted and stored by lanes",
-            ),
-            self._directive(
-                s,
-                "target",
-                f"target {k.target.name}",
-                f"{k.target.warp_width}-thread warps" + lowering_for(k).target_note(),
-            ),
-        ]
-        if s.epilogue:
-            ep = Epilogue.of(s, k.gemm)
-            out += [
-                self._directive(
-                    s,
-                    "epilogue",
-                    "epilogue " + ", ".join(" ".join(g) for g in s.epilogue),
-                    f"each C element, as the lanes store it: {ep.describe()}",
-                ),
-                f"constexpr float ALPHA = {float(ep.alpha)!r}f, BETA = {float(ep.beta)!r}f;",
-            ]
-        if s.attributes:
-            out.append(
-                self._directive(
-                    s,
-                    "attributes",
-                    "attributes " + ", ".join(s.attributes),
-                    "passed to the kernel as __attribute__((...))",
-                )
-            )
         return out
 
     @staticmethod
@@ -341,11 +209,6 @@ __device__ __forceinline__ void cp_async_wait() {
         if kind == "zigzag":
             return [f"constexpr int PANEL_N = {param};"]
         return []
-
-    @staticmethod
-    def _directive(s, name: str, text: str, meaning: str) -> str:
-        where = f"line {s.loc(name).line}" if name in s.written else "default"
-        return f"// {text} ({where}): {meaning}"
 
     def _signature(self, k: KernelIR) -> list[str]:
         launch = launch_of(k)
@@ -432,7 +295,8 @@ __device__ __forceinline__ void cp_async_wait() {
                 head.append("#pragma unroll")
             step = "++" + s.var if s.step == 1 else f"{s.var} += {s.step}"
             head.append(
-                f"for (int {s.var} = {self._e(s.start)}; {s.var} < {self._e(s.stop)}; {step}) {{"
+                f"for (int {s.var} = {self.expr(s.start)}; {s.var} < {self.expr(s.stop)}; "
+                f"{step}) {{"
             )
             return head + ["    " + x for x in self._stmts(k, s.body)] + ["}"]
         lowered = lowering.statement(self, k, s)
@@ -444,7 +308,7 @@ __device__ __forceinline__ void cp_async_wait() {
         if isinstance(s, Copy):
             return self._copy(k, s)
         if isinstance(s, If):
-            cond = f"if ({self._e(s.lhs)} {s.op} {self._e(s.rhs)}) {{"
+            cond = f"if ({self.expr(s.lhs)} {s.op} {self.expr(s.rhs)}) {{"
             out = [cond, *("    " + x for x in self._stmts(k, s.then))]
             if s.orelse:
                 out += ["} else {", *("    " + x for x in self._stmts(k, s.orelse))]
@@ -461,14 +325,15 @@ __device__ __forceinline__ void cp_async_wait() {
     def _copy(self, k: KernelIR, c: Copy) -> list[str]:
         if c.guard:
             return self._guarded_copy(k, c)
-        src_t, dst_t = self._dtype(k, c.src), self._dtype(k, c.dst)
+        src_t, dst_t = self.dtype_of(k, c.src), self.dtype_of(k, c.dst)
         along_rows = c.axis == "cols"  # vectors along a row: chunks walk rows
         line, lines = (c.src.cols, c.src.rows) if along_rows else (c.src.rows, c.src.cols)
         row_vecs = line // c.vector
         who = f"all {k.threads} threads" if c.by == "block" else "the lanes of each warp"
-        src_el, dst_el = self._element(k, c.src, "r", "c"), self._element(k, c.dst, "r", "c")
+        src_el, dst_el = self.element(k, c.src, "r", "c"), self.element(k, c.dst, "r", "c")
         lines = [
-            f"// copy {c.src.rows}x{c.src.cols} {self._name(c.src)} -> {self._name(c.dst)}: "
+            f"// copy {c.src.rows}x{c.src.cols} {self.tile_name(c.src)} -> "
+            f"{self.tile_name(c.dst)}: "
             f"{c.vector}-element vectors, spread over {who}",
             *self._chunk_loop(k, c, lines * row_vecs),
             f"    const int r = v / {row_vecs}, c = v % {row_vecs} * {c.vector};"
@@ -477,7 +342,7 @@ __device__ __forceinline__ void cp_async_wait() {
         ]
         nbytes = c.vector * DTYPE_BYTES[src_t]
         if c.epilogue is not None:
-            _, gcol = self._global_rc(c.dst, "r", "c")
+            _, gcol = self.global_rc(c.dst, "r", "c")
             lines += [
                 f"    const int gc = {gcol};  // the column in {c.dst.operand}",
                 "    #pragma unroll",
@@ -535,27 +400,28 @@ __device__ __forceinline__ void cp_async_wait() {
         skipped on stores. The tests are per chunk, so interior chunks of an edge tile
         still move whole vectors.
         """
-        src_t, dst_t = self._dtype(k, c.src), self._dtype(k, c.dst)
+        src_t, dst_t = self.dtype_of(k, c.src), self.dtype_of(k, c.dst)
         glob = c.src if isinstance(c.src, GlobalTile) else c.dst
         op = k.gemm.operand(glob.operand)
-        rows_bound, cols_bound = (self._e(d) for d in op.dims[-2:])
+        rows_bound, cols_bound = (self.expr(d) for d in op.dims[-2:])
         along_rows = c.axis == "cols"
         line, lines_n = (c.src.cols, c.src.rows) if along_rows else (c.src.rows, c.src.cols)
         row_vecs = line // c.vector
-        grow, gcol = self._global_rc(glob, "r", "c")
+        grow, gcol = self.global_rc(glob, "r", "c")
         if along_rows:
             whole = f"gr < {rows_bound} && gc + {c.vector} <= {cols_bound}"
             one = f"gr < {rows_bound} && gc + e < {cols_bound}"
         else:
             whole = f"gc < {cols_bound} && gr + {c.vector} <= {rows_bound}"
             one = f"gc < {cols_bound} && gr + e < {rows_bound}"
-        ld = self._e(op.leading_dim)
-        src_el, dst_el = self._element(k, c.src, "r", "c"), self._element(k, c.dst, "r", "c")
+        ld = self.expr(op.leading_dim)
+        src_el, dst_el = self.element(k, c.src, "r", "c"), self.element(k, c.dst, "r", "c")
         nbytes = c.vector * DTYPE_BYTES[src_t]
         who = f"all {k.threads} threads" if c.by == "block" else "the lanes of each warp"
         load = glob is c.src
         out = [
-            f"// copy {c.src.rows}x{c.src.cols} {self._name(c.src)} -> {self._name(c.dst)}, "
+            f"// copy {c.src.rows}x{c.src.cols} {self.tile_name(c.src)} -> "
+            f"{self.tile_name(c.dst)}, "
             f"guarded: {c.vector}-element vectors over {who}; elements outside "
             f"{op.name} ({rows_bound} x {cols_bound}) "
             + ("read as zero" if load else "are not written"),
@@ -612,7 +478,7 @@ __device__ __forceinline__ void cp_async_wait() {
         (__fmul_rn / __fadd_rn: no fused multiply-add, so the exact oracle can replay it).
         Needs `gc`, the chunk's first column in C."""
         ep = c.epilogue
-        src_t, dst_t = self._dtype(k, c.src), self._dtype(k, c.dst)
+        src_t, dst_t = self.dtype_of(k, c.src), self.dtype_of(k, c.dst)
         col = "gc + e" if along_rows else "gc"
         out = [f"float x = {self._converted(f'(&{src_el})[e]', src_t, 'f32')};"]
         if ep.alpha != 1.0:
@@ -641,31 +507,33 @@ __device__ __forceinline__ void cp_async_wait() {
         )
 
     # ------------------------------------------------------------ addressing
-    def _dtype(self, k: KernelIR, tile: Tile) -> str:
+    def dtype_of(self, k: KernelIR, tile: Tile) -> str:
         if isinstance(tile, SharedTile):
             return k.buffer(tile.buffer).dtype
         return k.gemm.operand(tile.operand).dtype
 
     @staticmethod
-    def _layout(k: KernelIR, tile: Tile) -> str:
+    def layout_of(k: KernelIR, tile: Tile) -> str:
         if isinstance(tile, SharedTile):
             return k.buffer(tile.buffer).layout
         return k.gemm.operand(tile.operand).layout
 
     @staticmethod
-    def _name(tile: Tile) -> str:
+    def tile_name(tile: Tile) -> str:
         return tile.buffer if isinstance(tile, SharedTile) else tile.operand
 
-    def _global_rc(self, tile: GlobalTile, r: str, c: str) -> tuple[str, str]:
+    def global_rc(self, tile: GlobalTile, r: str, c: str) -> tuple[str, str]:
         """Row and column in the operand of element (r, c) of a global tile."""
-        row = self._plus(self._e(tile.offset[0]), r)
-        col = self._plus(self._e(tile.offset[1]), c)
-        return self._plus(self._e(tile.origin[0]), row), self._plus(self._e(tile.origin[1]), col)
+        row = self._plus(self.expr(tile.offset[0]), r)
+        col = self._plus(self.expr(tile.offset[1]), c)
+        return self._plus(self.expr(tile.origin[0]), row), self._plus(
+            self.expr(tile.origin[1]), col
+        )
 
-    def _element(self, k: KernelIR, tile: Tile, r: str, c: str) -> str:
+    def element(self, k: KernelIR, tile: Tile, r: str, c: str) -> str:
         """The C lvalue of element (r, c) of `tile` (r and c are C expressions)."""
-        row = self._plus(self._e(tile.offset[0]), r)
-        col = self._plus(self._e(tile.offset[1]), c)
+        row = self._plus(self.expr(tile.offset[0]), r)
+        col = self._plus(self.expr(tile.offset[1]), c)
         if isinstance(tile, SharedTile):
             buf = k.buffer(tile.buffer)
             line, pos = (row, col) if buf.layout == "row" else (col, row)
@@ -678,23 +546,25 @@ __device__ __forceinline__ void cp_async_wait() {
                 pos = (
                     f"xor_swizzle<{up}_XOR_CHUNK, {up}_XOR_GROUPS, {up}_XOR_REPEAT>({line}, {pos})"
                 )
-            return f"{tile.buffer}[{self._e(tile.slot)}]{panel}[{line}][{pos}]"
+            return f"{tile.buffer}[{self.expr(tile.slot)}]{panel}[{line}][{pos}]"
         op = k.gemm.operand(tile.operand)
-        grow, gcol = self._global_rc(tile, r, c)
-        ld = self._e(op.leading_dim)
+        grow, gcol = self.global_rc(tile, r, c)
+        ld = self.expr(op.leading_dim)
         # A batched operand: this block's product (blockIdx.y) starts `bz` matrices in,
         # counted in 64 bits from the first factor on (a matrix may hold 2^31 elements).
-        batch = f"(long long)bz * {self._e(op.matrix_elements)} + " if op.batch is not None else ""
+        batch = (
+            f"(long long)bz * {self.expr(op.matrix_elements)} + " if op.batch is not None else ""
+        )
         if op.layout == "row":
             return f"{op.name}[{batch}(long long)({grow}) * {ld} + ({gcol})]"
         return f"{op.name}[{batch}(long long)({gcol}) * {ld} + ({grow})]"
 
-    def _address(self, k: KernelIR, tile: Tile) -> tuple[str, str]:
+    def address(self, k: KernelIR, tile: Tile) -> tuple[str, str]:
         """Pointer to the tile's first element and its leading dimension, for WMMA."""
         if isinstance(tile, SharedTile):
-            return f"&{self._element(k, tile, '0', '0')}", f"{tile.buffer.upper()}_PITCH"
+            return f"&{self.element(k, tile, '0', '0')}", f"{tile.buffer.upper()}_PITCH"
         op = k.gemm.operand(tile.operand)
-        return f"&{self._element(k, tile, '0', '0')}", self._e(op.leading_dim)
+        return f"&{self.element(k, tile, '0', '0')}", self.expr(op.leading_dim)
 
     @staticmethod
     def _plus(a: str, b: str) -> str:
@@ -705,5 +575,5 @@ __device__ __forceinline__ void cp_async_wait() {
         return f"{a} + {b}"
 
     @staticmethod
-    def _e(e: Expr) -> str:
+    def expr(e: Expr) -> str:
         return to_c(e)

@@ -164,7 +164,7 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
             return _elementwise_load(emitter, k, s)
         layout = k.buffer(s.src.buffer).layout
         helper, row, col = LDMATRIX[(frag.role, layout)]
-        where = emitter._element(k, s.src, row, col)
+        where = emitter.element(k, s.src, row, col)
         return [f"{helper}({s.frag}, &{where});"]
     if isinstance(s, Mma):
         name = helper_name(k.gemm.a.dtype, k.fragment(s.acc.name).dtype)
@@ -203,11 +203,12 @@ def paired_loop(emitter, k: KernelIR, loop: For) -> list[str] | None:
         return None
     helper, row, lane_col = PAIRED_B[k.buffer(load.src.buffer).layout]
     second = replace(load.frag, j=substitute(load.frag.j, {loop.var: j + 1}))
-    where = emitter._element(k, load.src, row, lane_col)
+    where = emitter.element(k, load.src, row, lane_col)
     return [
         "// B fragments j and j + 1 in one ldmatrix.x4 (lanes 16-31 address fragment j + 1)",
         "#pragma unroll",
-        f"for (int {loop.var} = {emitter._e(loop.start)}; {loop.var} < {emitter._e(loop.stop)}; "
+        f"for (int {loop.var} = {emitter.expr(loop.start)}; "
+        f"{loop.var} < {emitter.expr(loop.stop)}; "
         f"{loop.var} += 2) {{",
         f"    {helper}({load.frag}, {second}, &{where});",
         "}",
@@ -240,13 +241,15 @@ def _elementwise_load(emitter, k: KernelIR, s: LoadFrag) -> list[str]:
     each register packs two elements, the second one row (B) or column (A) after the first."""
     frag = k.fragment(s.frag.name)
     bits = "__half_as_ushort" if frag.dtype == "f16" else "__bfloat16_as_ushort"
-    out = [f"// {s.frag} <- {emitter._name(s.src)}, element by element (no ldmatrix from global)"]
+    out = [
+        f"// {s.frag} <- {emitter.tile_name(s.src)}, element by element (no ldmatrix from global)"
+    ]
     for q, (row, col) in enumerate(_ELEMENTS[frag.role]):
-        first = emitter._element(k, s.src, row, col)
+        first = emitter.element(k, s.src, row, col)
         if frag.role == "matrix_a":
-            second = emitter._element(k, s.src, row, f"{col} + 1")
+            second = emitter.element(k, s.src, row, f"{col} + 1")
         else:
-            second = emitter._element(k, s.src, f"{row} + 1", col)
+            second = emitter.element(k, s.src, f"{row} + 1", col)
         out.append(
             f"{s.frag}[{q}] = static_cast<unsigned>({bits}({first})) | "
             f"static_cast<unsigned>({bits}({second})) << 16;"
@@ -269,9 +272,9 @@ def _accumulator_elements(emitter, k: KernelIR, tile, ref: FragRef, load: bool) 
     vector (a float2, or two halves as one 32-bit word); a column-major tile element by
     element. Registers are only read and written whole, so they stay registers."""
     acc_t, frag = k.fragment(ref.name).dtype, str(ref)
-    layout = emitter._layout(k, tile)
+    layout = emitter.layout_of(k, tile)
     out = [
-        f"// {frag} {'<-' if load else '->'} {emitter._name(tile)}: each lane's elements "
+        f"// {frag} {'<-' if load else '->'} {emitter.tile_name(tile)}: each lane's elements "
         "at rows g, g + 8 and columns t, t + 1"
     ]
     if acc_t == "f32":
@@ -281,7 +284,7 @@ def _accumulator_elements(emitter, k: KernelIR, tile, ref: FragRef, load: bool) 
         ]
         return out + float_pairs(emitter, k, tile, pairs, load)
     for h, row in enumerate(("g", "g + 8")):
-        first, second = emitter._element(k, tile, row, "t"), emitter._element(k, tile, row, "t + 1")
+        first, second = emitter.element(k, tile, row, "t"), emitter.element(k, tile, row, "t + 1")
         reg = f"{frag}[{h}]"  # two halves: column t in the low 16 bits, t + 1 in the high
         if layout == "row" and load:
             out.append(f"{reg} = *reinterpret_cast<const unsigned*>(&{first});")
@@ -305,11 +308,11 @@ def float_pairs(emitter, k: KernelIR, tile, pairs, load: bool) -> list[str]:
     holds the elements at (row, col) and (row, col + 1). Along a row of a row-major tile a
     pair moves as one float2; a column-major tile element by element. (mma.sync's lanes and
     wgmma's threads hold their accumulators this way.)"""
-    row_major = emitter._layout(k, tile) == "row"
+    row_major = emitter.layout_of(k, tile) == "row"
     out = []
     for row, col, lo, hi in pairs:
-        first = emitter._element(k, tile, row, col)
-        second = emitter._element(k, tile, row, f"{col} + 1")
+        first = emitter.element(k, tile, row, col)
+        second = emitter.element(k, tile, row, f"{col} + 1")
         if row_major and load:
             out.append(
                 f"{{ const float2 v = *reinterpret_cast<const float2*>(&{first}); "

@@ -223,7 +223,7 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
                 "compile without --stop-after, or stop after `padding` or later",
             )
         up = s.src.buffer.upper()
-        where = emitter._element(k, s.src, "0", "0")
+        where = emitter.element(k, s.src, "0", "0")
         return [f"{s.frag} = wgmma_desc(&{where}, {up}_LBO, {up}_SBO);"]
     if isinstance(s, Mma):
         a_buf, b_buf = _buffer_of(k, s.a), _buffer_of(k, s.b)
@@ -267,7 +267,7 @@ def _accumulator(emitter, k: KernelIR, tile, ref: FragRef, load: bool) -> list[s
         for h, row in enumerate(("wq * 16 + g", "wq * 16 + g + 8"))
     ]
     return [
-        f"// {ref} {'<-' if load else '->'} {emitter._name(tile)}: each thread's pairs at rows "
+        f"// {ref} {'<-' if load else '->'} {emitter.tile_name(tile)}: each thread's pairs at rows "
         "wq*16 + g, + 8, columns n8*8 + t, + 1",
         "#pragma unroll",
         f"for (int n8 = 0; n8 < {k.schedule.mma[1] // 8}; ++n8) {{",

@@ -39,9 +39,9 @@ class WmmaLowering(PathLowering):
             value = f"{float(s.value)!r}" + ("f" if k.fragment(s.frag.name).dtype == "f32" else "")
             return [f"{w}::fill_fragment({s.frag}, {value});"]
         if isinstance(s, LoadFrag):
-            ptr, ld = emitter._address(k, s.src)
+            ptr, ld = emitter.address(k, s.src)
             layout = (
-                f", {w}::mem_{emitter._layout(k, s.src)}_major"
+                f", {w}::mem_{emitter.layout_of(k, s.src)}_major"
                 if k.fragment(s.frag.name).role == "accumulator"
                 else ""
             )
@@ -49,7 +49,7 @@ class WmmaLowering(PathLowering):
         if isinstance(s, Mma):
             return [f"{w}::mma_sync({s.acc}, {s.a}, {s.b}, {s.acc});"]
         if isinstance(s, StoreFrag):
-            ptr, ld = emitter._address(k, s.dst)
-            layout = emitter._layout(k, s.dst)
+            ptr, ld = emitter.address(k, s.dst)
+            layout = emitter.layout_of(k, s.dst)
             return [f"{w}::store_matrix_sync({ptr}, {s.frag}, {ld}, {w}::mem_{layout}_major);"]
         return None
