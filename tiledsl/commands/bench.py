@@ -156,11 +156,11 @@ def measure(
                 for size in sizes:
                     mine = Row(name, "tiledsl", k.name, file, size, k.gemm.c.dtype)
                     mine.notes.append(loaded.note)
-                    rows += _measure_one(mine, k, launch, loaded.module, baselines, settings, bar)
+                    rows += measure_row(mine, k, launch, loaded.module, baselines, settings, bar)
     return rows
 
 
-def _measure_one(mine: Row, kernel, launch, module, baselines, settings, bar) -> list[Row]:
+def measure_row(mine: Row, kernel, launch, module, baselines, settings, bar) -> list[Row]:
     from ..gpu import runtime
     from ..gpu.timing import CudaClock, rotated_sets, time_calls
     from ..lowering.edges import variant

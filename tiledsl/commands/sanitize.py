@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import TileError, ToolchainError
+from ..gpu.toolchain import cuda_roots
 from ..ir.targets import build_arch
 
 TOOLS = ("racecheck", "memcheck", "synccheck")
@@ -49,12 +50,7 @@ def find_compute_sanitizer() -> str | None:
     found = shutil.which("compute-sanitizer")
     if found:
         return found
-    roots = [Path(os.environ[v]) for v in ("CUDA_PATH", "CUDA_HOME") if os.environ.get(v)]
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        roots.append(Path(nvcc).resolve().parent.parent)
-    roots.append(Path("/usr/local/cuda"))
-    for root in roots:
+    for root in cuda_roots():
         for candidate in (
             root / "bin" / "compute-sanitizer",
             root / "compute-sanitizer" / "compute-sanitizer",

@@ -28,6 +28,7 @@ from pathlib import Path
 from ..emit.launch import Launch
 from ..errors import ToolchainError
 from . import cache
+from .toolchain import cuda_roots
 
 _MODULES: dict[str, object] = {}
 
@@ -43,24 +44,11 @@ def gpu_available() -> bool:
 
 def include_candidates() -> list[Path]:
     """Where the toolkit headers are looked for, in order."""
-    candidates = []
-    for var in ("CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"):
-        if os.environ.get(var):
-            candidates.append(Path(os.environ[var]) / "include")
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        root = Path(nvcc).resolve().parent.parent
-        candidates += [root / "include", root / "targets" / "x86_64-linux" / "include"]
-    try:
-        import cupy
-
-        path = cupy.cuda.get_cuda_path()
-        if path:
-            candidates.append(Path(path) / "include")
-    except Exception:
-        pass
-    candidates.append(Path("/usr/local/cuda/include"))
-    return candidates
+    return [
+        inc
+        for root in cuda_roots()
+        for inc in (root / "include", root / "targets" / "x86_64-linux" / "include")
+    ]
 
 
 def cuda_include_dir() -> Path:

@@ -7,6 +7,7 @@ compiler (tests, `tiledsl compile --ptxas`, later the feasibility table) reads.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -41,6 +42,28 @@ class PtxasReport:
 
 def nvcc_path() -> str | None:
     return shutil.which("nvcc")
+
+
+def cuda_roots() -> list[Path]:
+    """Where a CUDA toolkit may be, in the order tiledsl looks: $CUDA_PATH, $CUDA_HOME,
+    $CUDA_ROOT, the folder above the nvcc on PATH, CuPy's CUDA path, /usr/local/cuda.
+    The one discovery the headers (NVRTC's -I) and compute-sanitizer both use."""
+    roots = [
+        Path(os.environ[v]) for v in ("CUDA_PATH", "CUDA_HOME", "CUDA_ROOT") if os.environ.get(v)
+    ]
+    nvcc = nvcc_path()
+    if nvcc:
+        roots.append(Path(nvcc).resolve().parent.parent)
+    try:
+        import cupy
+
+        path = cupy.cuda.get_cuda_path()
+        if path:
+            roots.append(Path(path))
+    except Exception:  # no CuPy, or one that cannot say: the other places remain
+        pass
+    roots.append(Path("/usr/local/cuda"))
+    return list(dict.fromkeys(roots))
 
 
 def parse_ptxas(log: str) -> dict[str, PtxasReport]:

@@ -18,7 +18,7 @@ candidate's result. Were the cache not writable, the timing process compiles aga
 Timing. With one GPU, in this process; with several, one spawned worker per GPU
 (`cupy.cuda.Device(i)`), each taking the next candidate when it is free, so the
 GPUs (taken to be alike: one host) share the list. A candidate is measured by
-`tiledsl.commands.bench`'s own `_measure_one`: both oracles on fresh inputs, then CUDA events
+`tiledsl.commands.bench.measure_row`: both oracles on fresh inputs, then CUDA events
 around runs on inputs rotated past the L2, the time counting only if both passed.
 cuBLAS is measured the same way once per process and size, beside the first
 candidate, for the ratio.
@@ -123,7 +123,7 @@ def build(program: Program, arch: str) -> str | None:
 
 def time_point(program: Program, size: Size, settings: Settings) -> Result:
     """Check one point with both oracles on the current GPU and, if it passes, time it."""
-    from ..commands.bench import _measure_one
+    from ..commands.bench import measure_row
     from ..gpu.baselines import cublas
 
     device = runtime.device_name()
@@ -138,7 +138,7 @@ def time_point(program: Program, size: Size, settings: Settings) -> Result:
     row = Row(kernel.name, "tiledsl", kernel.name, program.file, size, kernel.gemm.c.dtype)
     quiet = Progress(0, enabled=False)
     try:
-        rows = _measure_one(
+        rows = measure_row(
             row, kernel, launch, loaded.module, [cublas()] if first else [], settings, quiet
         )
     except Exception as err:  # a launch that fails (a CUDA error) is this candidate's result
