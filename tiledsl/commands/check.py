@@ -149,13 +149,25 @@ def report(
     ptxas_note: str = "",
     size: tuple[int, int, int] | None = None,
 ) -> str:
-    t, s = kernel.target, kernel.schedule
+    t = kernel.target
     out = [f"kernel {kernel.name} ({t.name})"]
     out.append("  schedule  " + schedule_line(kernel))
     out.append("  passes    " + (" -> ".join(kernel.passes) or "none (the naive kernel)"))
     out.append("")
 
-    # threads, warps, MMAs
+    out += _threads(kernel)
+    out += _shared_memory(kernel)
+    out += _registers(kernel, ptxas, ptxas_note)
+    out += _occupancy(kernel, ptxas)
+    out += _edge_lines(kernel, size)
+    out += _bank_conflicts(kernel)
+    return "\n".join(out) + "\n"
+
+
+def _threads(kernel: KernelIR) -> list[str]:
+    """Threads, warps and MMAs per block."""
+    t, s = kernel.target, kernel.schedule
+    out: list[str] = []
     wm, wn = kernel.warps
     cm, cn = s.coarsen
     m, n, k = s.mma
@@ -172,8 +184,13 @@ def report(
         f"{frags * steps} {op} per {unit[:-1]} per K step of {s.block[2]}"
     )
     out.append("")
+    return out
 
-    # shared memory
+
+def _shared_memory(kernel: KernelIR) -> list[str]:
+    """Each shared buffer, its bytes and the block's total against the limit."""
+    t = kernel.target
+    out: list[str] = []
     out.append("  shared memory per block")
     if kernel.buffers:
         offsets = buffer_offsets(kernel)
@@ -202,8 +219,13 @@ def report(
     else:
         out.append("    none (stages 0: fragments load straight from global memory)")
     out.append("")
+    return out
 
-    # registers
+
+def _registers(kernel: KernelIR, ptxas: PtxasReport | None, ptxas_note: str) -> list[str]:
+    """The fragments' registers: the estimates, and ptxas's count where there is one."""
+    t = kernel.target
+    out: list[str] = []
     est = register_estimate(kernel)
     out.append(
         "  registers, ESTIMATE (one 32-bit register per fragment element, spread over the "
@@ -281,8 +303,14 @@ def report(
     else:
         out.append(f"    ptxas: {ptxas_note}")
     out.append("")
+    return out
 
-    # occupancy
+
+def _occupancy(kernel: KernelIR, ptxas: PtxasReport | None) -> list[str]:
+    """Blocks per multiprocessor and the limit that binds."""
+    t = kernel.target
+    out: list[str] = []
+    est = register_estimate(kernel)
     regs, source = (
         (ptxas.registers, "ptxas") if ptxas else (est.declared_per_thread, "this kernel's estimate")
     )
@@ -321,10 +349,12 @@ def report(
             f"limited by {' and '.join(occ.binding)}"
         )
     out.append("")
+    return out
 
-    out += _edge_lines(kernel, size)
 
-    # bank conflicts
+def _bank_conflicts(kernel: KernelIR) -> list[str]:
+    """The bank model's ways of every shared-memory access, before and after padding."""
+    out: list[str] = []
     out.append(
         "  bank conflicts (the bank model: 32 banks of 4 bytes; ways = passes per request, "
         "1 = conflict-free;"
@@ -381,7 +411,7 @@ def report(
             else:
                 fix = "pad xor keeps rows aligned (mma.sync path; WMMA cannot read it)"
             out.append(f"      {name}: rows {pitch} bytes apart; {fix}")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def schedule_line(kernel: KernelIR) -> str:
