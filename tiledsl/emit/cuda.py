@@ -26,6 +26,7 @@ from ..ir.nodes import (
     SharedTile,
     Tile,
     buffer_offsets,
+    global_side,
     walk,
     xor_geometry,
 )
@@ -401,7 +402,7 @@ __device__ __forceinline__ void cp_async_wait() {
         still move whole vectors.
         """
         src_t, dst_t = self.dtype_of(k, c.src), self.dtype_of(k, c.dst)
-        glob = c.src if isinstance(c.src, GlobalTile) else c.dst
+        glob = global_side(c)
         op = k.gemm.operand(glob.operand)
         rows_bound, cols_bound = (self.expr(d) for d in op.dims[-2:])
         along_rows = c.axis == "cols"

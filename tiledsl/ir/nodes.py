@@ -406,6 +406,29 @@ def buffer_offsets(kernel: KernelIR) -> dict[str, int]:
     return offsets
 
 
+def tiles_of(stmt: Stmt) -> tuple[Tile, ...]:
+    """The tiles a statement touches: a copy's source and destination, a fragment load's
+    source, a fragment store's destination; none for the rest."""
+    match stmt:
+        case Copy():
+            return (stmt.src, stmt.dst)
+        case LoadFrag():
+            return (stmt.src,)
+        case StoreFrag():
+            return (stmt.dst,)
+    return ()
+
+
+def fragment_tile(stmt: LoadFrag | StoreFrag) -> Tile:
+    """The memory side of a fragment load or store."""
+    return stmt.src if isinstance(stmt, LoadFrag) else stmt.dst
+
+
+def global_side(copy: Copy) -> GlobalTile | None:
+    """The global-memory tile of a copy (its source or destination), or None."""
+    return next((t for t in (copy.src, copy.dst) if isinstance(t, GlobalTile)), None)
+
+
 def walk(body: tuple[Stmt, ...]):
     """Every statement, depth first, loops and conditions before their bodies."""
     for s in body:

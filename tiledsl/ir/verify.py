@@ -22,6 +22,7 @@ from .nodes import (
     Mma,
     SharedTile,
     StoreFrag,
+    fragment_tile,
 )
 
 KERNEL_VARS = frozenset({"bm", "bn", "wm", "wn", "warp"})
@@ -145,7 +146,7 @@ def verify(kernel: KernelIR, after: str = "lower") -> None:
                 if stmt.src.cols % stmt.vector:
                     problem(f"copy vector {stmt.vector} does not divide a {stmt.src.cols}-wide row")
             elif isinstance(stmt, (LoadFrag, StoreFrag)):
-                tile = stmt.src if isinstance(stmt, LoadFrag) else stmt.dst
+                tile = fragment_tile(stmt)
                 check_tile(tile, scope)
                 f = frags.get(stmt.frag.name)
                 if f and (tile.rows, tile.cols) != (f.rows, f.cols):
@@ -271,7 +272,7 @@ def _check_fragment_alignment(kernel: KernelIR, errs: Collector) -> None:
     for stmt in walk_stmts(kernel.body):
         if not isinstance(stmt, (LoadFrag, StoreFrag)):
             continue
-        tile = stmt.src if isinstance(stmt, LoadFrag) else stmt.dst
+        tile = fragment_tile(stmt)
         if isinstance(tile, SharedTile):
             buf = kernel.buffer(tile.buffer)
             size, ld = DTYPE_BYTES[buf.dtype], Const(buf.pitch)

@@ -33,7 +33,17 @@ from dataclasses import replace
 from ..frontend.analysis import Analysis
 from ..ir.expr import evaluate
 from ..ir.gemm import OperandInfo
-from ..ir.nodes import Copy, GlobalTile, KernelIR, LoadFrag, StoreFrag, map_body, walk
+from ..ir.nodes import (
+    Copy,
+    GlobalTile,
+    KernelIR,
+    LoadFrag,
+    StoreFrag,
+    fragment_tile,
+    global_side,
+    map_body,
+    walk,
+)
 
 EDGE_SUFFIX = "_edge"
 
@@ -51,8 +61,7 @@ def edge_twin(analysis: Analysis, build: Callable[[Analysis], KernelIR]) -> Kern
     )
     kernel = build(staged)
     if any(
-        isinstance(s, LoadFrag | StoreFrag)
-        and isinstance(getattr(s, "src", None) or getattr(s, "dst", None), GlobalTile)
+        isinstance(s, LoadFrag | StoreFrag) and isinstance(fragment_tile(s), GlobalTile)
         for s in walk(kernel.body)
     ):
         return None
@@ -90,7 +99,7 @@ def guarded_vectors(kernel: KernelIR) -> list[tuple[OperandInfo, int]]:
     out = []
     for stmt in walk(kernel.body):
         if isinstance(stmt, Copy) and stmt.guard and stmt.vector > 1:
-            tile = stmt.src if isinstance(stmt.src, GlobalTile) else stmt.dst
+            tile = global_side(stmt)
             pair = (kernel.gemm.operand(tile.operand), stmt.vector)
             if pair not in out:
                 out.append(pair)

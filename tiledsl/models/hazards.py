@@ -49,6 +49,7 @@ from ..ir.nodes import (
     StoreFrag,
     async_mma,
     buffer_offsets,
+    fragment_tile,
     walk,
 )
 from ..ir.printer import stmt_text
@@ -140,7 +141,7 @@ class _Trace:
                     for a in self.mma_pending.pop(0):
                         a.end = self.pos
             elif isinstance(s, (LoadFrag, StoreFrag)):
-                tile = s.src if isinstance(s, LoadFrag) else s.dst
+                tile = fragment_tile(s)
                 if isinstance(tile, SharedTile):
                     a = self._access(tile, isinstance(s, StoreFrag), "warp", (), s)
                     role = self.k.fragment(s.frag.name).role

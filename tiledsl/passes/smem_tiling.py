@@ -35,6 +35,7 @@ from ..ir.nodes import (
     LoadFrag,
     SharedBuffer,
     SharedTile,
+    tiles_of,
     walk,
 )
 from .load_order import ordered
@@ -147,7 +148,7 @@ def _fence_staging(body, staging: list[str], tiles: list[str], kernel: KernelIR)
         return any(
             isinstance(t, SharedTile) and t.buffer in staging
             for s in walk(tuple(stmts))
-            for t in (getattr(s, "src", None), getattr(s, "dst", None))
+            for t in tiles_of(s)
         )
 
     out = list(body)

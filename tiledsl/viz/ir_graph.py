@@ -37,6 +37,7 @@ from ..ir.nodes import (
     MmaWait,
     SharedTile,
     StoreFrag,
+    tiles_of,
 )
 from ..ir.paths import WMMA, InstructionPath
 from ..ir.printer import tile_text
@@ -297,7 +298,7 @@ def role(stmt) -> str:
 def describe(stmt, path: InstructionPath = WMMA) -> tuple[str, list[str], str | None]:
     """(heading, detail lines, the buffer or fragment it touches) of one statement."""
     if isinstance(stmt, Copy):
-        shared = stmt.dst if isinstance(stmt.dst, SharedTile) else stmt.src
+        shared = next((t for t in tiles_of(stmt) if isinstance(t, SharedTile)), stmt.src)
         touches = _touched(shared)
         # Edge-tile copies skip (or zero-fill) what lies outside the operand.
         guard = ", guarded at the operand's edge" if getattr(stmt, "guard", False) else ""
