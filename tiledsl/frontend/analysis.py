@@ -363,8 +363,7 @@ def _check_path(
             sched.loc("pad"),
             "pad xor permutes each row's 16-byte chunks, and WMMA's load_matrix_sync "
             "can only read plain strided rows",
-            "use the mma.sync path (`mma m16n8k16`), which reads through ldmatrix, "
-            "or `pad auto`",
+            "use the mma.sync path (`mma m16n8k16`), which reads through ldmatrix, or `pad auto`",
         )
     bk, line = sched.block[2], path.k_line_elements
     k_contiguous = gemm is not None and (gemm.a.layout == "row" or gemm.b.layout == "col")

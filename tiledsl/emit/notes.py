@@ -1,0 +1,174 @@
+"""What each schedule directive did to a kernel, in words: the emitted code's comments.
+
+    notes = directive_notes(kernel)       # {"block": DirectiveNote(...), "mma": ..., ...}
+    notes["stages"].comment()             # "// stages 3 (line 15): 3 shared-memory slots ..."
+
+Every directive gets a note, written or not (a default says so), and says what it did
+to this kernel, or that the pass it drives was not applied (`--stop-after`). The emitter
+puts each note above the constants it explains; `check` and `viz` may show them too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.epilogue import Epilogue
+from ..ir.nodes import C_TYPES, KernelIR
+from .paths import lowering_for
+
+LATER = "not applied here (compiled with --stop-after an earlier pass)"
+RASTER_MEANING = {
+    "none": "block i computes tile (i / tiles_n, i % tiles_n)",
+    "grouped": "blocks walk GROUP_M block-rows at a time, so neighbours share A and B in L2",
+    "zigzag": "panels of PANEL_N block-columns; odd panels walk M in reverse",
+}
+
+
+@dataclass(frozen=True)
+class DirectiveNote:
+    directive: str
+    text: str  # the directive as it stands for this kernel: "stages 3"
+    where: str  # "line 15", or "default"
+    meaning: str  # what it did
+
+    def comment(self) -> str:
+        return f"// {self.text} ({self.where}): {self.meaning}"
+
+
+def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
+    """A note per directive, in the order the emitted code shows them."""
+    s = k.schedule
+    notes = {
+        "block": (
+            f"block {' x '.join(map(str, s.block))}",
+            "the tile one thread block computes, and its K step",
+        ),
+        "mma": (f"mma {s.path.shape_text(s.mma)}", lowering_for(k).mma_note(k)),
+        "coarsen": (f"coarsen {s.coarsen[0]} x {s.coarsen[1]}", _coarsening(k)),
+        "stages": (f"stages {s.stages}", _staging(k)),
+        "fragment_buffers": (f"fragment_buffers {s.fragment_buffers}", _fragment_buffering(k)),
+        "copy": (f"copy {s.copy_mode} {s.copy_bytes}", _copying(k)),
+        "pad": (_pad_text(k), _padding(k)),
+        "swizzle": (
+            "swizzle " + " ".join(str(x) for x in (s.swizzle, s.swizzle_param) if x),
+            RASTER_MEANING[k.raster[0]]
+            if k.raster[0] == s.swizzle
+            else f"{LATER}: {RASTER_MEANING['none']}",
+        ),
+        "sync": (f"sync {s.sync}", _syncing(k)),
+        "load_order": (
+            f"load_order {s.load_order}",
+            "A's tile is copied first" if s.load_order == "ab" else "B's tile is copied first",
+        ),
+        "accumulate": (
+            f"accumulate {s.accumulate}",
+            f"fragments accumulate in {C_TYPES[s.accumulate]}",
+        ),
+        "epilogue_via": (
+            f"epilogue_via {s.epilogue_via}",
+            "fragments stored straight to C"
+            if s.epilogue_via == "direct"
+            else "C staged per warp in shared memory, converted and stored by lanes",
+        ),
+        "target": (
+            f"target {k.target.name}",
+            f"{k.target.warp_width}-thread warps" + lowering_for(k).target_note(),
+        ),
+    }
+    if s.epilogue:
+        notes["epilogue"] = (
+            "epilogue " + ", ".join(" ".join(g) for g in s.epilogue),
+            f"each C element, as the lanes store it: {Epilogue.of(s, k.gemm).describe()}",
+        )
+    if s.attributes:
+        notes["attributes"] = (
+            "attributes " + ", ".join(s.attributes),
+            "passed to the kernel as __attribute__((...))",
+        )
+    return {
+        name: DirectiveNote(name, text, _where(k, name), meaning)
+        for name, (text, meaning) in notes.items()
+    }
+
+
+def _where(k: KernelIR, name: str) -> str:
+    s = k.schedule
+    return f"line {s.loc(name).line}" if name in s.written else "default"
+
+
+def _staging(k: KernelIR) -> str:
+    s = k.schedule
+    if s.stages == 0:
+        return "fragments load straight from global memory (no shared memory)"
+    if "smem-tiling" not in k.passes:
+        return f"{LATER}: fragments load straight from global memory"
+    if "multi-buffering" in k.passes:
+        lead = s.stages - 1 - s.mma_depth
+        return (
+            f"{s.stages} shared-memory slots of A and B; copies run {lead} "
+            "step(s) ahead of the compute (smem-tiling, multi-buffering)"
+            + (", one step of wgmmas left in flight" if s.mma_depth else "")
+        )
+    staging = "one shared-memory tile of A and B, loaded then computed (smem-tiling)"
+    return staging + (f"; multi-buffering {LATER}" if s.stages > 1 else "")
+
+
+def _copying(k: KernelIR) -> str:
+    s = k.schedule
+    if "smem-tiling" not in k.passes:
+        return "unused: no shared-memory tiles of A and B"
+    if "multi-buffering" in k.passes and s.copy_mode == "async":
+        return f"cp.async copies of {s.copy_bytes}-byte vectors, global -> shared"
+    return f"global -> shared copies move {s.copy_bytes}-byte vectors"
+
+
+def _pad_text(k: KernelIR) -> str:
+    s, g = k.schedule, k.gemm
+    return "pad " + (
+        s.pad if s.pad != "explicit" else f"{g.a.name} {s.pad_a}, {g.b.name} {s.pad_b}"
+    )
+
+
+def _padding(k: KernelIR) -> str:
+    s = k.schedule
+    if "smem-tiling" not in k.passes:
+        return "unused: no shared-memory tiles of A and B"
+    if "padding" in k.passes and s.pad == "xor":
+        return lowering_for(k).swizzle_note()
+    if "padding" in k.passes:
+        tiles = [b for b in k.buffers if not b.per_warp]
+        pads = ", ".join(f"{b.name} {b.pitch - b.line_length}" for b in tiles)
+        return f"rows padded by {pads} element(s): pitches below"
+    return "unpadded: pitches below" + (f"; padding {LATER}" if s.pad != "none" else "")
+
+
+def _coarsening(k: KernelIR) -> str:
+    s = k.schedule
+    if "warp-coarsening" in k.passes or s.coarsen == (1, 1):
+        return (
+            f"{s.coarsen[0]} x {s.coarsen[1]} fragment(s) per warp, so "
+            f"{k.warps[0]} x {k.warps[1]} warps"
+        )
+    return f"{LATER}: one fragment per warp, {k.warps[0]} x {k.warps[1]} warps"
+
+
+def _fragment_buffering(k: KernelIR) -> str:
+    if "fragment-buffering" in k.passes:
+        return (
+            "two sets of A and B fragments: step kk + 1's load while step kk computes, "
+            "and the block barrier sits at the last fragment step (fragment-buffering)"
+        )
+    return "one set of A and B fragments, loaded at each fragment step"
+
+
+def _syncing(k: KernelIR) -> str:
+    s = k.schedule
+    if "sync-elimination" in k.passes:
+        kept = sum(d.kept for d in k.sync_report)
+        return (
+            f"the hazard analysis kept {kept} barrier(s) and removed "
+            f"{len(k.sync_report) - kept} (see --explain-sync)"
+        )
+    return "every barrier the lowering placed is kept" + (
+        f"; sync-elimination {LATER}" if s.sync == "minimal" else ""
+    )
