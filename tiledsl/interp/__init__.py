@@ -1,1 +1,11 @@
-"""interp"""
+"""IR -> numbers: the numpy interpreter and the oracles that judge a kernel's results.
+
+    interpreter   `interpret`: the executor, statement by statement, block by block
+    tiles         where a tile's elements are: the block's shared arena or a global array
+    contracts     the pointer contracts each instruction's addresses must meet
+    races         the race log: shared-memory accesses per barrier phase, happens-before
+    errors        InterpreterError and RaceError, what the modules above raise
+    oracle        the exact and statistical oracles (the GPU runner uses them too)
+
+Each module's docstring says what it holds and why it is a module of its own.
+"""

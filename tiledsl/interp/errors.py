@@ -1,0 +1,16 @@
+"""What the interpreter raises when a kernel would go wrong on the GPU.
+
+Its own module, below the executor, the race log, the tile locator and the pointer
+contracts, because each of them raises these: no module of tiledsl.interp imports
+another that imports it back. `tiledsl.interp.interpreter` re-exports both.
+"""
+
+from __future__ import annotations
+
+
+class InterpreterError(Exception):
+    """The IR did something the GPU would fault on, race on, or read garbage from."""
+
+
+class RaceError(InterpreterError):
+    """Two accesses to one shared-memory unit, one a write, that no barrier orders."""

@@ -1,0 +1,144 @@
+"""The race log: every shared-memory access of a barrier phase, and the check at its end.
+
+    log = RaceLog(kernel, offsets)
+    log.start_block(pid)                          # a block starts: nothing logged, epoch 0
+    log.record(units, issuers, write, stmt)       # an access: 2-byte units and who issued them
+    log.warp_barrier()                            # __syncwarp: every warp's epoch moves on
+    log.check_phase()                             # __syncthreads (and the block's end)
+
+An access is logged in 2-byte units of the arena with its issuer — a thread for copies,
+the whole warp for warp-collective fragment ops (their lane mapping is unspecified) — and
+the warp-barrier epoch of its warp. At each block barrier the phase's log is checked: two
+accesses to one unit, one a write, race when they come from different warps, or from
+different issuers of one warp with no `__syncwarp` between them (one epoch). The check is
+on happens-before, not on the order the interpreter ran the phase in, so that order
+cannot hide a race. A race raises RaceError naming the place, the two statements and who
+issued them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.nodes import DTYPE_BYTES, KernelIR
+from ..ir.printer import stmt_text
+from .errors import RaceError
+from .tiles import UNIT
+
+
+@dataclass
+class _Access:
+    units: np.ndarray  # 2-byte units of the arena
+    issuers: np.ndarray  # thread id, or threads + warp for warp-collective ops
+    warps: np.ndarray
+    epochs: np.ndarray  # warp-barrier epoch of the issuing warp
+    write: bool
+    stmt: int  # index into RaceLog.texts
+
+
+class RaceLog:
+    """The shared-memory accesses of one block since its last block barrier."""
+
+    def __init__(self, kernel: KernelIR, offsets: dict[str, int]):
+        self.kernel = kernel
+        self.offsets = offsets
+        self.threads = kernel.threads
+        self.warp_width = kernel.warp_width
+        self.warps = kernel.warp_count
+        # Each logged statement's text, once for the whole grid: a report needs it, and
+        # printing a statement at every access would cost more than the access.
+        self.texts: list[str] = []
+        self.text_ids: dict[int, int] = {}
+        self.accesses: list[_Access] = []
+        self.epochs = np.zeros(self.warps, np.int64)
+        self.pid = 0
+
+    def start_block(self, pid: int) -> None:
+        self.accesses = []
+        self.epochs = np.zeros(self.warps, np.int64)
+        self.pid = pid
+
+    def warp_barrier(self) -> None:
+        self.epochs += 1
+
+    def record(self, units, issuers, write: bool, stmt) -> None:
+        """`stmt` read (or wrote) `units`, each by its issuer (`issuers` broadcasts to them)."""
+        units = np.asarray(units)
+        issuers = np.broadcast_to(issuers, units.shape)
+        threads = self.threads
+        warps = np.where(issuers >= threads, issuers - threads, issuers // self.warp_width)
+        sid = self.text_ids.setdefault(id(stmt), len(self.texts))
+        if sid == len(self.texts):
+            self.texts.append(stmt_text(stmt))
+        flat_warps = warps.ravel()
+        self.accesses.append(
+            _Access(units.ravel(), issuers.ravel(), flat_warps, self.epochs[flat_warps], write, sid)
+        )
+
+    def check_phase(self) -> None:
+        """A block barrier: the phase's accesses must not race; the next phase starts empty."""
+        if self.accesses:
+            unit = self._racy_unit(self.accesses)
+            if unit is not None:
+                self._report(unit, self.accesses)
+        self.accesses = []
+
+    def _racy_unit(self, accesses: list[_Access]) -> int | None:
+        """A unit two unordered accesses touch, one writing; None if there is none."""
+        units = np.concatenate([a.units for a in accesses])
+        issuers = np.concatenate([a.issuers for a in accesses])
+        warps = np.concatenate([a.warps for a in accesses])
+        epochs = np.concatenate([a.epochs for a in accesses])
+        writes = np.concatenate([np.full(a.units.size, a.write) for a in accesses])
+        written = np.unique(units[writes])
+        if written.size == 0:
+            return None
+        # (a) one unit touched by two warps, one of them writing: only a block barrier orders.
+        pairs = np.unique(units * self.warps + warps)
+        unit_of, counts = np.unique(pairs // self.warps, return_counts=True)
+        racy = np.intersect1d(unit_of[counts > 1], written)
+        if racy.size:
+            return int(racy[0])
+        # (b) within one warp and warp-epoch: two issuers (lanes vs the warp), one writing.
+        span = int(epochs.max()) + 1
+        group = (units * self.warps + warps) * span + epochs
+        group_pairs = np.unique(np.stack([group, issuers], axis=1), axis=0)
+        g, gcounts = np.unique(group_pairs[:, 0], return_counts=True)
+        racy_groups = np.intersect1d(g[gcounts > 1], np.unique(group[writes]))
+        if racy_groups.size == 0:
+            return None
+        return int(racy_groups[0] // span // self.warps)
+
+    def _report(self, unit: int, accesses: list[_Access]) -> None:
+        """Raise the race on `unit`: its first write, and an access by someone else."""
+        hits = []
+        for a in accesses:
+            mask = a.units == unit
+            if mask.any():
+                who = int(a.issuers[mask][0])
+                actor = f"warp {who - self.threads}" if who >= self.threads else f"thread {who}"
+                hits.append((a.write, actor, self.texts[a.stmt]))
+        write = next(h for h in hits if h[0])
+        other = next((h for h in hits if h[1] != write[1]), hits[-1])
+        kind = "write" if other[0] else "read"
+        raise RaceError(
+            f"shared-memory race on {self._where(unit * UNIT, write[2])} in block "
+            f"{self.pid}: write by {write[1]} in `{write[2]}` and {kind} by {other[1]} in "
+            f"`{other[2]}`, with no barrier between them"
+        )
+
+    def _where(self, byte: int, text: str) -> str:
+        """Buffer[slot][row][col] of a byte; of the buffers sharing it, the one `text` names."""
+        places = []
+        for b in self.kernel.buffers:
+            start = self.offsets[b.name]
+            if start <= byte < start + b.size_bytes:
+                elem = (byte - start) // DTYPE_BYTES[b.dtype]
+                slot, rest = divmod(elem, b.lines * b.pitch)
+                row, col = divmod(rest, b.pitch)
+                if b.layout == "col":
+                    row, col = col, row
+                places.append((f"{b.name}[" not in text, f"{b.name}[{slot}][{row}][{col}]"))
+        return min(places)[1] if places else f"byte {byte}"
