@@ -303,24 +303,25 @@ __device__ __forceinline__ void cp_async_wait() {
         lowered = lowering.statement(self, k, s)
         if lowered is not None:
             return lowered
-        if isinstance(s, Barrier):
-            call = self.block_barrier if s.scope == "block" else self.warp_barrier
-            return [f"{call}  // {s.reason}"]
-        if isinstance(s, Copy):
-            return self._copy(k, s)
-        if isinstance(s, If):
-            cond = f"if ({self.expr(s.lhs)} {s.op} {self.expr(s.rhs)}) {{"
-            out = [cond, *("    " + x for x in self._stmts(k, s.then))]
-            if s.orelse:
-                out += ["} else {", *("    " + x for x in self._stmts(k, s.orelse))]
-            return out + ["}"]
-        if isinstance(s, AsyncCommit):
-            return ["cp_async_commit();  // close this step's group of async copies"]
-        if isinstance(s, AsyncWait):
-            return [
-                f"cp_async_wait<{s.pending}>();  // at most {s.pending} group(s) still in "
-                "flight: this thread's copies of the step to compute have landed"
-            ]
+        match s:
+            case Barrier():
+                call = self.block_barrier if s.scope == "block" else self.warp_barrier
+                return [f"{call}  // {s.reason}"]
+            case Copy():
+                return self._copy(k, s)
+            case If():
+                cond = f"if ({self.expr(s.lhs)} {s.op} {self.expr(s.rhs)}) {{"
+                out = [cond, *("    " + x for x in self._stmts(k, s.then))]
+                if s.orelse:
+                    out += ["} else {", *("    " + x for x in self._stmts(k, s.orelse))]
+                return out + ["}"]
+            case AsyncCommit():
+                return ["cp_async_commit();  // close this step's group of async copies"]
+            case AsyncWait():
+                return [
+                    f"cp_async_wait<{s.pending}>();  // at most {s.pending} group(s) still in "
+                    "flight: this thread's copies of the step to compute have landed"
+                ]
         raise TypeError(f"cannot emit {type(s).__name__}")
 
     def _copy(self, k: KernelIR, c: Copy) -> list[str]:

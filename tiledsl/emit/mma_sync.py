@@ -154,23 +154,24 @@ def declarations(k: KernelIR) -> list[str]:
 
 def statement(emitter, k: KernelIR, s) -> list[str] | None:
     """The mma.sync spelling of a fragment statement, or None for anything else."""
-    if isinstance(s, Fill):
-        return _fill(k, s)
-    if isinstance(s, LoadFrag):
-        frag = k.fragment(s.frag.name)
-        if frag.role == "accumulator":
-            return _accumulator_elements(emitter, k, s.src, s.frag, load=True)
-        if not isinstance(s.src, SharedTile):
-            return _elementwise_load(emitter, k, s)
-        layout = k.buffer(s.src.buffer).layout
-        helper, row, col = LDMATRIX[(frag.role, layout)]
-        where = emitter.element(k, s.src, row, col)
-        return [f"{helper}({s.frag}, &{where});"]
-    if isinstance(s, Mma):
-        name = helper_name(k.gemm.a.dtype, k.fragment(s.acc.name).dtype)
-        return [f"{name}({s.acc}, {s.a}, {s.b});"]
-    if isinstance(s, StoreFrag):
-        return _accumulator_elements(emitter, k, s.dst, s.frag, load=False)
+    match s:
+        case Fill():
+            return _fill(k, s)
+        case LoadFrag():
+            frag = k.fragment(s.frag.name)
+            if frag.role == "accumulator":
+                return _accumulator_elements(emitter, k, s.src, s.frag, load=True)
+            if not isinstance(s.src, SharedTile):
+                return _elementwise_load(emitter, k, s)
+            layout = k.buffer(s.src.buffer).layout
+            helper, row, col = LDMATRIX[(frag.role, layout)]
+            where = emitter.element(k, s.src, row, col)
+            return [f"{helper}({s.frag}, &{where});"]
+        case Mma():
+            name = helper_name(k.gemm.a.dtype, k.fragment(s.acc.name).dtype)
+            return [f"{name}({s.acc}, {s.a}, {s.b});"]
+        case StoreFrag():
+            return _accumulator_elements(emitter, k, s.dst, s.frag, load=False)
     return None
 
 

@@ -209,47 +209,48 @@ def declarations(k: KernelIR) -> list[str]:
 def statement(emitter, k: KernelIR, s) -> list[str] | None:
     """The wgmma spelling of a fragment or group statement, or None for anything else."""
     n = k.schedule.mma[1]
-    if isinstance(s, Fill):
-        return [f"for (int q = 0; q < {n // 2}; ++q) {s.frag}[q] = {float(s.value)!r}f;"]
-    if isinstance(s, LoadFrag):
-        frag = k.fragment(s.frag.name)
-        if frag.role == "accumulator":
-            return _accumulator(emitter, k, s.src, s.frag, load=True)
-        if isinstance(s.src, GlobalTile) or not k.buffer(s.src.buffer).panel:
-            raise error(
-                k.schedule.loc("mma"),
-                "wgmma reads A and B from 128-byte-swizzled shared memory only; this IR "
-                "stops before smem-tiling, multi-buffering or padding have made it",
-                "compile without --stop-after, or stop after `padding` or later",
+    match s:
+        case Fill():
+            return [f"for (int q = 0; q < {n // 2}; ++q) {s.frag}[q] = {float(s.value)!r}f;"]
+        case LoadFrag():
+            frag = k.fragment(s.frag.name)
+            if frag.role == "accumulator":
+                return _accumulator(emitter, k, s.src, s.frag, load=True)
+            if isinstance(s.src, GlobalTile) or not k.buffer(s.src.buffer).panel:
+                raise error(
+                    k.schedule.loc("mma"),
+                    "wgmma reads A and B from 128-byte-swizzled shared memory only; this IR "
+                    "stops before smem-tiling, multi-buffering or padding have made it",
+                    "compile without --stop-after, or stop after `padding` or later",
+                )
+            up = s.src.buffer.upper()
+            where = emitter.element(k, s.src, "0", "0")
+            return [f"{s.frag} = wgmma_desc(&{where}, {up}_LBO, {up}_SBO);"]
+        case Mma():
+            a_buf, b_buf = _buffer_of(k, s.a), _buffer_of(k, s.b)
+            trans_a = 0 if k_major(k, a_buf) else 1
+            trans_b = 0 if k_major(k, b_buf) else 1
+            name = helper_name(n, k.gemm.a.dtype)
+            return [f"{name}<{trans_a}, {trans_b}>({s.acc}, {s.a}, {s.b});"]
+        case StoreFrag():
+            return _accumulator(emitter, k, s.dst, s.frag, load=False)
+        case Barrier(scope="warp"):
+            # the IR's warp is a warpgroup: its named barrier (1 + warp), its 128 threads
+            return [f"warpgroup_barrier(1 + warp);  // {s.reason}"]
+        case Barrier():
+            # what this thread wrote to shared memory, visible to the tensor cores' async proxy
+            return ["fence_proxy_async();", f"__syncthreads();  // {s.reason}"]
+        case MmaFence():
+            return ["wgmma_fence();  // the accumulators' earlier accesses before the wgmmas below"]
+        case MmaCommit():
+            return ["wgmma_commit();  // this step's wgmmas form one group"]
+        case MmaWait():
+            what = (
+                "every wgmma has read its tiles and written its accumulators"
+                if s.pending == 0
+                else f"all but the last {s.pending} group(s) have read their tiles"
             )
-        up = s.src.buffer.upper()
-        where = emitter.element(k, s.src, "0", "0")
-        return [f"{s.frag} = wgmma_desc(&{where}, {up}_LBO, {up}_SBO);"]
-    if isinstance(s, Mma):
-        a_buf, b_buf = _buffer_of(k, s.a), _buffer_of(k, s.b)
-        trans_a = 0 if k_major(k, a_buf) else 1
-        trans_b = 0 if k_major(k, b_buf) else 1
-        name = helper_name(n, k.gemm.a.dtype)
-        return [f"{name}<{trans_a}, {trans_b}>({s.acc}, {s.a}, {s.b});"]
-    if isinstance(s, StoreFrag):
-        return _accumulator(emitter, k, s.dst, s.frag, load=False)
-    if isinstance(s, Barrier) and s.scope == "warp":
-        # the IR's warp is a warpgroup: its named barrier (1 + warp), its 128 threads
-        return [f"warpgroup_barrier(1 + warp);  // {s.reason}"]
-    if isinstance(s, Barrier):
-        # what this thread wrote to shared memory, visible to the tensor cores' async proxy
-        return ["fence_proxy_async();", f"__syncthreads();  // {s.reason}"]
-    if isinstance(s, MmaFence):
-        return ["wgmma_fence();  // the accumulators' earlier accesses before the wgmmas below"]
-    if isinstance(s, MmaCommit):
-        return ["wgmma_commit();  // this step's wgmmas form one group"]
-    if isinstance(s, MmaWait):
-        what = (
-            "every wgmma has read its tiles and written its accumulators"
-            if s.pending == 0
-            else f"all but the last {s.pending} group(s) have read their tiles"
-        )
-        return [f"wgmma_wait<{s.pending}>();  // {what}"]
+            return [f"wgmma_wait<{s.pending}>();  // {what}"]
     return None
 
 

@@ -35,21 +35,24 @@ class WmmaLowering(PathLowering):
 
     def statement(self, emitter, k: KernelIR, s) -> list[str] | None:
         w = NAMESPACE
-        if isinstance(s, Fill):
-            value = f"{float(s.value)!r}" + ("f" if k.fragment(s.frag.name).dtype == "f32" else "")
-            return [f"{w}::fill_fragment({s.frag}, {value});"]
-        if isinstance(s, LoadFrag):
-            ptr, ld = emitter.address(k, s.src)
-            layout = (
-                f", {w}::mem_{emitter.layout_of(k, s.src)}_major"
-                if k.fragment(s.frag.name).role == "accumulator"
-                else ""
-            )
-            return [f"{w}::load_matrix_sync({s.frag}, {ptr}, {ld}{layout});"]
-        if isinstance(s, Mma):
-            return [f"{w}::mma_sync({s.acc}, {s.a}, {s.b}, {s.acc});"]
-        if isinstance(s, StoreFrag):
-            ptr, ld = emitter.address(k, s.dst)
-            layout = emitter.layout_of(k, s.dst)
-            return [f"{w}::store_matrix_sync({ptr}, {s.frag}, {ld}, {w}::mem_{layout}_major);"]
+        match s:
+            case Fill():
+                value = f"{float(s.value)!r}" + (
+                    "f" if k.fragment(s.frag.name).dtype == "f32" else ""
+                )
+                return [f"{w}::fill_fragment({s.frag}, {value});"]
+            case LoadFrag():
+                ptr, ld = emitter.address(k, s.src)
+                layout = (
+                    f", {w}::mem_{emitter.layout_of(k, s.src)}_major"
+                    if k.fragment(s.frag.name).role == "accumulator"
+                    else ""
+                )
+                return [f"{w}::load_matrix_sync({s.frag}, {ptr}, {ld}{layout});"]
+            case Mma():
+                return [f"{w}::mma_sync({s.acc}, {s.a}, {s.b}, {s.acc});"]
+            case StoreFrag():
+                ptr, ld = emitter.address(k, s.dst)
+                layout = emitter.layout_of(k, s.dst)
+                return [f"{w}::store_matrix_sync({ptr}, {s.frag}, {ld}, {w}::mem_{layout}_major);"]
         return None

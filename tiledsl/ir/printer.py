@@ -89,40 +89,41 @@ def tile_text(tile: Tile) -> str:
 
 def stmt_text(stmt) -> str:
     """One line for a statement (a loop's header for a For)."""
-    if isinstance(stmt, For):
-        unroll = " unroll" if stmt.unroll else ""
-        step = f" step {stmt.step}" if stmt.step != 1 else ""
-        note = f"  # {stmt.comment}" if stmt.comment else ""
-        return f"for {stmt.var} in [{_e(stmt.start)}, {_e(stmt.stop)}){step}{unroll}{note}"
-    if isinstance(stmt, Copy):
-        return (
-            f"copy.{stmt.by}.{stmt.mode} {tile_text(stmt.dst)} <- {tile_text(stmt.src)}, "
-            f"vector {stmt.vector}"
-            + (", guarded" if stmt.guard else "")
-            + (f", epilogue {stmt.epilogue.describe()}" if stmt.epilogue else "")
-        )
-    if isinstance(stmt, Fill):
-        return f"fill {stmt.frag} = {stmt.value:g}"
-    if isinstance(stmt, LoadFrag):
-        return f"load_frag {stmt.frag} <- {tile_text(stmt.src)}"
-    if isinstance(stmt, Mma):
-        return f"mma {stmt.acc} += {stmt.a} * {stmt.b}"
-    if isinstance(stmt, StoreFrag):
-        return f"store_frag {tile_text(stmt.dst)} <- {stmt.frag}"
-    if isinstance(stmt, Barrier):
-        return f"barrier.{stmt.scope}  # {stmt.reason}"
-    if isinstance(stmt, If):
-        return f"if {_e(stmt.lhs)} {stmt.op} {_e(stmt.rhs)}"
-    if isinstance(stmt, AsyncCommit):
-        return "async.commit"
-    if isinstance(stmt, AsyncWait):
-        return f"async.wait pending={stmt.pending}"
-    if isinstance(stmt, MmaFence):
-        return "mma.fence"
-    if isinstance(stmt, MmaCommit):
-        return "mma.commit"
-    if isinstance(stmt, MmaWait):
-        return f"mma.wait pending={stmt.pending}"
+    match stmt:
+        case For():
+            unroll = " unroll" if stmt.unroll else ""
+            step = f" step {stmt.step}" if stmt.step != 1 else ""
+            note = f"  # {stmt.comment}" if stmt.comment else ""
+            return f"for {stmt.var} in [{_e(stmt.start)}, {_e(stmt.stop)}){step}{unroll}{note}"
+        case Copy():
+            return (
+                f"copy.{stmt.by}.{stmt.mode} {tile_text(stmt.dst)} <- {tile_text(stmt.src)}, "
+                f"vector {stmt.vector}"
+                + (", guarded" if stmt.guard else "")
+                + (f", epilogue {stmt.epilogue.describe()}" if stmt.epilogue else "")
+            )
+        case Fill():
+            return f"fill {stmt.frag} = {stmt.value:g}"
+        case LoadFrag():
+            return f"load_frag {stmt.frag} <- {tile_text(stmt.src)}"
+        case Mma():
+            return f"mma {stmt.acc} += {stmt.a} * {stmt.b}"
+        case StoreFrag():
+            return f"store_frag {tile_text(stmt.dst)} <- {stmt.frag}"
+        case Barrier():
+            return f"barrier.{stmt.scope}  # {stmt.reason}"
+        case If():
+            return f"if {_e(stmt.lhs)} {stmt.op} {_e(stmt.rhs)}"
+        case AsyncCommit():
+            return "async.commit"
+        case AsyncWait():
+            return f"async.wait pending={stmt.pending}"
+        case MmaFence():
+            return "mma.fence"
+        case MmaCommit():
+            return "mma.commit"
+        case MmaWait():
+            return f"mma.wait pending={stmt.pending}"
     raise TypeError(f"no text for {type(stmt).__name__}")
 
 

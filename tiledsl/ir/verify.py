@@ -127,64 +127,68 @@ def verify(kernel: KernelIR, after: str = "lower") -> None:
 
     def walk(body, scope: frozenset[str]) -> None:
         for stmt in body:
-            if isinstance(stmt, For):
-                for e in (stmt.start, stmt.stop):
-                    check_expr(e, scope)
-                    if variables(e) & THREAD_VARS:
+            match stmt:
+                case For():
+                    for e in (stmt.start, stmt.stop):
+                        check_expr(e, scope)
+                        if variables(e) & THREAD_VARS:
+                            problem(
+                                f"loop {stmt.var} has thread-dependent bounds (barriers inside "
+                                "would diverge)"
+                            )
+                    if isinstance(stmt.start, Const) and isinstance(stmt.stop, Const):
+                        bounds[stmt.var] = (stmt.start.value, stmt.stop.value - 1)
+                    walk(stmt.body, scope | {stmt.var})
+                case Copy():
+                    check_tile(stmt.dst, scope)
+                    check_tile(stmt.src, scope)
+                    if (stmt.dst.rows, stmt.dst.cols) != (stmt.src.rows, stmt.src.cols):
+                        problem("a copy's source and destination tiles differ in shape")
+                    if stmt.src.cols % stmt.vector:
                         problem(
-                            f"loop {stmt.var} has thread-dependent bounds (barriers inside "
-                            "would diverge)"
+                            f"copy vector {stmt.vector} does not divide a {stmt.src.cols}-wide row"
                         )
-                if isinstance(stmt.start, Const) and isinstance(stmt.stop, Const):
-                    bounds[stmt.var] = (stmt.start.value, stmt.stop.value - 1)
-                walk(stmt.body, scope | {stmt.var})
-            elif isinstance(stmt, Copy):
-                check_tile(stmt.dst, scope)
-                check_tile(stmt.src, scope)
-                if (stmt.dst.rows, stmt.dst.cols) != (stmt.src.rows, stmt.src.cols):
-                    problem("a copy's source and destination tiles differ in shape")
-                if stmt.src.cols % stmt.vector:
-                    problem(f"copy vector {stmt.vector} does not divide a {stmt.src.cols}-wide row")
-            elif isinstance(stmt, (LoadFrag, StoreFrag)):
-                tile = fragment_tile(stmt)
-                check_tile(tile, scope)
-                f = frags.get(stmt.frag.name)
-                if f and (tile.rows, tile.cols) != (f.rows, f.cols):
-                    problem(
-                        f"{stmt.frag} is {f.rows}x{f.cols} but its tile is {tile.rows}x{tile.cols}"
+                case LoadFrag() | StoreFrag():
+                    tile = fragment_tile(stmt)
+                    check_tile(tile, scope)
+                    f = frags.get(stmt.frag.name)
+                    if f and (tile.rows, tile.cols) != (f.rows, f.cols):
+                        shape = f"{tile.rows}x{tile.cols}"
+                        problem(f"{stmt.frag} is {f.rows}x{f.cols} but its tile is {shape}")
+                    tile_dtype = (
+                        buffers[tile.buffer].dtype
+                        if isinstance(tile, SharedTile) and tile.buffer in buffers
+                        else kernel.gemm.operand(tile.operand).dtype
+                        if isinstance(tile, GlobalTile)
+                        else None
                     )
-                tile_dtype = (
-                    buffers[tile.buffer].dtype
-                    if isinstance(tile, SharedTile) and tile.buffer in buffers
-                    else kernel.gemm.operand(tile.operand).dtype
-                    if isinstance(tile, GlobalTile)
-                    else None
-                )
-                if f and tile_dtype and tile_dtype != f.dtype:
-                    problem(
-                        f"{stmt.frag} holds {f.dtype} but its tile is {tile_dtype} "
-                        "(WMMA loads and stores do not convert)"
-                    )
-                if isinstance(stmt, StoreFrag):
+                    if f and tile_dtype and tile_dtype != f.dtype:
+                        problem(
+                            f"{stmt.frag} holds {f.dtype} but its tile is {tile_dtype} "
+                            "(WMMA loads and stores do not convert)"
+                        )
+                    if isinstance(stmt, StoreFrag):
+                        check_frag(stmt.frag, "accumulator")
+                    elif f is not None:
+                        check_frag(stmt.frag, f.role)
+                case Mma():
+                    check_frag(stmt.acc, "accumulator")
+                    check_frag(stmt.a, "matrix_a")
+                    check_frag(stmt.b, "matrix_b")
+                case Fill():
                     check_frag(stmt.frag, "accumulator")
-                elif f is not None:
-                    check_frag(stmt.frag, f.role)
-            elif isinstance(stmt, Mma):
-                check_frag(stmt.acc, "accumulator")
-                check_frag(stmt.a, "matrix_a")
-                check_frag(stmt.b, "matrix_b")
-            elif isinstance(stmt, Fill):
-                check_frag(stmt.frag, "accumulator")
-            elif isinstance(stmt, Barrier):
-                if stmt.scope not in ("block", "warp"):
-                    problem(f"unknown barrier scope '{stmt.scope}'")
-            elif isinstance(stmt, If):
-                for e in (stmt.lhs, stmt.rhs):
-                    check_expr(e, scope)
-                    if variables(e) & THREAD_VARS:
-                        problem("a condition depends on the thread (barriers inside would diverge)")
-                walk(stmt.then, scope)
-                walk(stmt.orelse, scope)
+                case Barrier():
+                    if stmt.scope not in ("block", "warp"):
+                        problem(f"unknown barrier scope '{stmt.scope}'")
+                case If():
+                    for e in (stmt.lhs, stmt.rhs):
+                        check_expr(e, scope)
+                        if variables(e) & THREAD_VARS:
+                            problem(
+                                "a condition depends on the thread (barriers inside would diverge)"
+                            )
+                    walk(stmt.then, scope)
+                    walk(stmt.orelse, scope)
 
     walk(kernel.body, frozenset())
     _check_fragment_alignment(kernel, errs)

@@ -106,48 +106,49 @@ class _Trace:
     def run(self, body) -> None:
         for s in body:
             self.pos += 1
-            if isinstance(s, For):
-                start, stop = int(evaluate(s.start, self.env)), int(evaluate(s.stop, self.env))
-                for v in range(start, stop, s.step):
-                    self.env[s.var] = v
-                    self.run(s.body)
-                self.env.pop(s.var, None)
-            elif isinstance(s, If):
-                lhs, rhs = evaluate(s.lhs, self.env), evaluate(s.rhs, self.env)
-                self.run(s.then if (lhs < rhs if s.op == "<" else lhs == rhs) else s.orelse)
-            elif isinstance(s, Barrier):
-                self.barriers.append((self.pos, s))
-            elif isinstance(s, AsyncCommit):
-                self.pending.append(self.uncommitted)
-                self.uncommitted = []
-            elif isinstance(s, AsyncWait):
-                while len(self.pending) > s.pending:
-                    for a in self.pending.pop(0):
-                        a.end = self.pos
-            elif isinstance(s, Copy):
-                for tile, write in ((s.src, False), (s.dst, True)):
+            match s:
+                case For():
+                    start, stop = int(evaluate(s.start, self.env)), int(evaluate(s.stop, self.env))
+                    for v in range(start, stop, s.step):
+                        self.env[s.var] = v
+                        self.run(s.body)
+                    self.env.pop(s.var, None)
+                case If():
+                    lhs, rhs = evaluate(s.lhs, self.env), evaluate(s.rhs, self.env)
+                    self.run(s.then if (lhs < rhs if s.op == "<" else lhs == rhs) else s.orelse)
+                case Barrier():
+                    self.barriers.append((self.pos, s))
+                case AsyncCommit():
+                    self.pending.append(self.uncommitted)
+                    self.uncommitted = []
+                case AsyncWait():
+                    while len(self.pending) > s.pending:
+                        for a in self.pending.pop(0):
+                            a.end = self.pos
+                case Copy():
+                    for tile, write in ((s.src, False), (s.dst, True)):
+                        if isinstance(tile, SharedTile):
+                            issuer = "threads" if s.by == "block" else "lanes"
+                            sig = (s.by, tile.rows, tile.cols, s.vector)
+                            a = self._access(tile, write, issuer, sig, s)
+                            if write and s.mode == "async":
+                                a.end = INF
+                                self.uncommitted.append(a)
+                case MmaCommit():
+                    self.mma_pending.append(self.mma_uncommitted)
+                    self.mma_uncommitted = []
+                case MmaWait():
+                    while len(self.mma_pending) > s.pending:
+                        for a in self.mma_pending.pop(0):
+                            a.end = self.pos
+                case LoadFrag() | StoreFrag():
+                    tile = fragment_tile(s)
                     if isinstance(tile, SharedTile):
-                        issuer = "threads" if s.by == "block" else "lanes"
-                        sig = (s.by, tile.rows, tile.cols, s.vector)
-                        a = self._access(tile, write, issuer, sig, s)
-                        if write and s.mode == "async":
-                            a.end = INF
-                            self.uncommitted.append(a)
-            elif isinstance(s, MmaCommit):
-                self.mma_pending.append(self.mma_uncommitted)
-                self.mma_uncommitted = []
-            elif isinstance(s, MmaWait):
-                while len(self.mma_pending) > s.pending:
-                    for a in self.mma_pending.pop(0):
-                        a.end = self.pos
-            elif isinstance(s, (LoadFrag, StoreFrag)):
-                tile = fragment_tile(s)
-                if isinstance(tile, SharedTile):
-                    a = self._access(tile, isinstance(s, StoreFrag), "warp", (), s)
-                    role = self.k.fragment(s.frag.name).role
-                    if self.async_mma and isinstance(s, LoadFrag) and role != "accumulator":
-                        a.end = INF  # read by the tensor cores until its group retires
-                        self.mma_uncommitted.append(a)
+                        a = self._access(tile, isinstance(s, StoreFrag), "warp", (), s)
+                        role = self.k.fragment(s.frag.name).role
+                        if self.async_mma and isinstance(s, LoadFrag) and role != "accumulator":
+                            a.end = INF  # read by the tensor cores until its group retires
+                            self.mma_uncommitted.append(a)
 
     def _access(self, tile: SharedTile, write: bool, issuer: str, sig: tuple, stmt) -> _Access:
         buf = self.k.buffer(tile.buffer)

@@ -105,18 +105,19 @@ def _is_body(value) -> bool:
 
 def kind(stmt) -> tuple:
     """What must match for two statements to count as one changed statement."""
-    if isinstance(stmt, For):
-        return ("for", stmt.var)
-    if isinstance(stmt, Copy):
-        return ("copy", _tile_name(stmt.dst), _tile_name(stmt.src))
-    if isinstance(stmt, (Fill, LoadFrag)):
-        return (type(stmt).__name__, stmt.frag.name)
-    if isinstance(stmt, StoreFrag):
-        return ("store", stmt.frag.name)
-    if isinstance(stmt, Mma):
-        return ("mma", stmt.acc.name)
-    if isinstance(stmt, Barrier):
-        return ("barrier", stmt.scope)
+    match stmt:
+        case For():
+            return ("for", stmt.var)
+        case Copy():
+            return ("copy", _tile_name(stmt.dst), _tile_name(stmt.src))
+        case Fill() | LoadFrag():
+            return (type(stmt).__name__, stmt.frag.name)
+        case StoreFrag():
+            return ("store", stmt.frag.name)
+        case Mma():
+            return ("mma", stmt.acc.name)
+        case Barrier():
+            return ("barrier", stmt.scope)
     return (type(stmt).__name__,)
 
 

@@ -282,60 +282,70 @@ def _cluster_style(item: Item) -> dict[str, str]:
 
 
 def role(stmt) -> str:
-    if isinstance(stmt, Copy):
-        return "copy"
-    if isinstance(stmt, (Fill, LoadFrag, StoreFrag)):
-        return "fragment"
-    if isinstance(stmt, Mma):
-        return "mma"
-    if isinstance(stmt, Barrier):
-        return "barrier"
-    if isinstance(stmt, (AsyncCommit, AsyncWait, MmaFence, MmaCommit, MmaWait)):
-        return "async"
+    match stmt:
+        case Copy():
+            return "copy"
+        case Fill() | LoadFrag() | StoreFrag():
+            return "fragment"
+        case Mma():
+            return "mma"
+        case Barrier():
+            return "barrier"
+        case AsyncCommit() | AsyncWait() | MmaFence() | MmaCommit() | MmaWait():
+            return "async"
     return "other"
 
 
 def describe(stmt, path: InstructionPath = WMMA) -> tuple[str, list[str], str | None]:
     """(heading, detail lines, the buffer or fragment it touches) of one statement."""
-    if isinstance(stmt, Copy):
-        shared = next((t for t in tiles_of(stmt) if isinstance(t, SharedTile)), stmt.src)
-        touches = _touched(shared)
-        # Edge-tile copies skip (or zero-fill) what lies outside the operand.
-        guard = ", guarded at the operand's edge" if getattr(stmt, "guard", False) else ""
-        return (
-            f"copy.{stmt.by}.{stmt.mode}",
-            [tile_text(stmt.dst), f"← {tile_text(stmt.src)}", f"vectors of {stmt.vector}{guard}"],
-            touches,
-        )
-    if isinstance(stmt, Fill):
-        return "fill_fragment", [f"{stmt.frag} = {stmt.value:g}"], stmt.frag.name
-    if isinstance(stmt, LoadFrag):
-        return path.load_label, [f"{stmt.frag} ← {tile_text(stmt.src)}"], _touched(stmt.src)
-    if isinstance(stmt, Mma):
-        return path.mma_label, [f"{stmt.acc} += {stmt.a} * {stmt.b}"], stmt.acc.name
-    if isinstance(stmt, StoreFrag):
-        return "store_matrix_sync", [f"{tile_text(stmt.dst)} ← {stmt.frag}"], _touched(stmt.dst)
-    if isinstance(stmt, Barrier):
-        call = "__syncthreads()" if stmt.scope == "block" else "__syncwarp()"
-        return call, wrap(stmt.reason, 64), None
-    if isinstance(stmt, AsyncCommit):
-        return "async.commit", ["close this thread's group of async copies"], None
-    if isinstance(stmt, AsyncWait):
-        return (
-            f"async.wait pending={stmt.pending}",
-            [f"until at most {stmt.pending} group(s) are in flight"],
-            None,
-        )
-    if isinstance(stmt, MmaFence):
-        return "wgmma.fence", ["order the accumulators' earlier accesses before the wgmmas"], None
-    if isinstance(stmt, MmaCommit):
-        return "wgmma.commit_group", ["close this step's group of wgmmas"], None
-    if isinstance(stmt, MmaWait):
-        return (
-            f"wgmma.wait_group {stmt.pending}",
-            [f"until at most {stmt.pending} wgmma group(s) are in flight"],
-            None,
-        )
+    match stmt:
+        case Copy():
+            shared = next((t for t in tiles_of(stmt) if isinstance(t, SharedTile)), stmt.src)
+            touches = _touched(shared)
+            # Edge-tile copies skip (or zero-fill) what lies outside the operand.
+            guard = ", guarded at the operand's edge" if getattr(stmt, "guard", False) else ""
+            return (
+                f"copy.{stmt.by}.{stmt.mode}",
+                [
+                    tile_text(stmt.dst),
+                    f"← {tile_text(stmt.src)}",
+                    f"vectors of {stmt.vector}{guard}",
+                ],
+                touches,
+            )
+        case Fill():
+            return "fill_fragment", [f"{stmt.frag} = {stmt.value:g}"], stmt.frag.name
+        case LoadFrag():
+            return path.load_label, [f"{stmt.frag} ← {tile_text(stmt.src)}"], _touched(stmt.src)
+        case Mma():
+            return path.mma_label, [f"{stmt.acc} += {stmt.a} * {stmt.b}"], stmt.acc.name
+        case StoreFrag():
+            return "store_matrix_sync", [f"{tile_text(stmt.dst)} ← {stmt.frag}"], _touched(stmt.dst)
+        case Barrier():
+            call = "__syncthreads()" if stmt.scope == "block" else "__syncwarp()"
+            return call, wrap(stmt.reason, 64), None
+        case AsyncCommit():
+            return "async.commit", ["close this thread's group of async copies"], None
+        case AsyncWait():
+            return (
+                f"async.wait pending={stmt.pending}",
+                [f"until at most {stmt.pending} group(s) are in flight"],
+                None,
+            )
+        case MmaFence():
+            return (
+                "wgmma.fence",
+                ["order the accumulators' earlier accesses before the wgmmas"],
+                None,
+            )
+        case MmaCommit():
+            return "wgmma.commit_group", ["close this step's group of wgmmas"], None
+        case MmaWait():
+            return (
+                f"wgmma.wait_group {stmt.pending}",
+                [f"until at most {stmt.pending} wgmma group(s) are in flight"],
+                None,
+            )
     return type(stmt).__name__, wrap(generic_text(stmt), 72), None
 
 
