@@ -1,27 +1,33 @@
-"""GPU sweep for edge tiles and types: odd shapes x layouts x types, through `run_gpu`.
+"""Any shape, layout, type, epilogue and batch on this GPU: a seeded sweep of small kernels.
 
-    python bench/any_shape.py [--count 60] [--seed 7] [--json bench/results/any-shape.json]
+    python3 bench/any_shape.py [--count 60] [--seed 7] [--json PATH.json]
 
 Each case compiles a small fully optimized schedule (every pass runs) for one
 combination of A/B/C layouts, transposes, element types, epilogue and batching
-(a batch of 1 to 3 products for one case in four), picks a random size
-(primes, 1, K below BK, K around stages x BK, large odd sizes), and checks the
-kernel with both oracles on the GPU (no timing). Prints one line per case and a
-summary; exit status 1 if any case failed.
+(a batch of 1 to 3 products for one case in four), picks a size (primes, 1, K below
+BK, K around stages x BK, large odd sizes; random ones after the fixed list), and
+checks the kernel with both oracles on the GPU (no timing: this is a correctness
+sweep). Prints a table, one row per case, and a summary; writes every case as JSON
+(default bench/results/any-shape-GPU-DATE.json). Exit status 1 if any case failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import itertools
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from tiledsl import __version__
+from tiledsl.commands import bench
 from tiledsl.commands.run import run_gpu
 from tiledsl.driver import compile_source
+from tiledsl.gpu.runtime import device_info
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TEMPLATE = """kernel sweep {{
     A: {t_in}[{lb}{a_dims}] {a_layout}
@@ -100,15 +106,24 @@ def _str(item):
     return item[0], str(item[1])
 
 
+def default_out(name: str) -> Path:
+    """bench/results/NAME-GPU-DATE.json: the name a canonical result keeps."""
+    gpu = device_info()["name"].removeprefix("NVIDIA ").lower().replace(" ", "-")
+    return ROOT / "bench" / "results" / f"{name}-{gpu}-{datetime.date.today()}.json"
+
+
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--count", type=int, default=60)
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--json", default=None)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--count", type=int, default=60, help="cases to run (default 60)")
+    p.add_argument("--seed", type=int, default=7, help="the sweep's random seed (default 7)")
+    p.add_argument("--json", help="JSON path (default bench/results/any-shape-GPU-DATE)")
     args = p.parse_args()
     rng = np.random.default_rng(args.seed)
     sizes = itertools.cycle(SIZES)
     results, failed = [], 0
+    print(f"{'check':<5} {'M x N x K':>16} {'kernel':<11} case")
     for i in range(args.count):
         text, params = case_text(rng)
         size = next(sizes) if i < len(SIZES) else tuple(int(x) for x in rng.integers(1, 700, 3))
@@ -121,15 +136,25 @@ def main() -> None:
         failed += not ok
         skip = ("a_dims", "b_dims", "lb", "li", "bias")
         what = " ".join(f"{k}={v.strip()}" for k, v in map(_str, params.items()) if k not in skip)
-        print(
-            f"{'PASS' if ok else 'FAIL'} {'x'.join(map(str, size)):>16} {report.kernel:<11} {what}"
-        )
+        check = "PASS" if ok else "FAIL"
+        print(f"{check:<5} {'x'.join(map(str, size)):>16} {report.kernel:<11} {what}")
         if not ok:
             print(report.render())
         results.append({"size": size, "kernel": report.kernel, "ok": ok, **params})
     print(f"{args.count - failed} of {args.count} cases exact on the GPU")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+    out = Path(args.json) if args.json else default_out("any-shape")
+    document = {
+        "tool": "bench/any_shape.py",
+        "tiledsl": __version__,
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "device": device_info(),
+        "seed": args.seed,
+        "count": args.count,
+        "failed": failed,
+        "cases": results,
+    }
+    bench.save_json(document, out)
+    print(f"wrote {out}")
     sys.exit(1 if failed else 0)
 
 

@@ -1,22 +1,24 @@
-"""The tuned schedules against cuBLAS, and issue 8's targets, on this GPU.
+"""The tuned schedules against cuBLAS, judged against their performance targets, on this GPU.
 
-    python bench/best.py [--size 4096x4096x4096 --size 8192x8192x8192]
-                         [--out bench/results/best-DATE.json] [FILE.tile ...]
-    python bench/best.py --from-json RUN.json [FILE.tile ...]   # judge a run again, no GPU
+    python3 bench/best.py [--size 4096x4096x4096 --size 8192x8192x8192] [--out PATH.json]
+                          [FILE.tile ...]
+    python3 bench/best.py --from-json RUN.json [FILE.tile ...]   # judge a run again, no GPU
 
-Times every .tile under examples/tuned/ (and any FILE given) with `tiledsl.commands.bench`, the
-measurement `tiledsl bench` makes: each result checked with the exact and the
-statistical oracle before its time counts, cuBLAS (cupy.matmul on the same f16 inputs)
-timed in the same process, CUDA-event medians over inputs rotated past the L2. Then,
-per size, the best row of each class against the targets (the ratio against the fastest
-cuBLAS time of the run at that size, so a slow cuBLAS sample meets nothing):
+Times every .tile under examples/tuned/ (and any FILE given) with `tiledsl bench`'s code
+(`tiledsl.commands.bench`): each result checked with the exact and the statistical oracle
+before its time counts, cuBLAS (cupy.matmul on the same f16 inputs) timed in the same
+process, CUDA-event medians over inputs rotated past the L2. Then, per size, the best row
+of each class against its target (the ratio against the fastest cuBLAS time of the run at
+that size, so a slow cuBLAS sample meets nothing):
 
     WMMA, any accumulation     >= 410 TFLOP/s and >= 0.56x cuBLAS
     WMMA, f32 accumulation     >= 0.50x cuBLAS
     any path, f32 accumulation >= 450 TFLOP/s and >= 0.60x cuBLAS
 
-Prints the table and the verdicts and writes both as JSON. Exits 1 when a row fails
-its check (a target missed is reported, not an error: the numbers are the result).
+Prints the table and the verdicts and writes both as JSON (default
+bench/results/best-GPU-DATE.json). Exits 1 when a row fails its check (a target missed is
+reported, not an error: the numbers are the result). docs/performance.md has the
+measured table.
 """
 
 from __future__ import annotations
@@ -118,11 +120,21 @@ def render(found: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def default_out(name: str) -> Path:
+    """bench/results/NAME-GPU-DATE.json: the name a canonical result keeps."""
+    gpu = device_info()["name"].removeprefix("NVIDIA ").lower().replace(" ", "-")
+    return ROOT / "bench" / "results" / f"{name}-{gpu}-{datetime.date.today()}.json"
+
+
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("files", nargs="*", help="more .tile files to time beside examples/tuned/")
-    p.add_argument("--size", action="append", help="MxNxK (repeatable; default 4096³, 8192³)")
-    p.add_argument("--out", default=f"bench/results/best-{datetime.date.today()}.json")
+    p.add_argument(
+        "--size", action="append", metavar="MxNxK", help="repeatable; default 4096³ and 8192³"
+    )
+    p.add_argument("--out", default=None, help="JSON path (default bench/results/best-GPU-DATE)")
     p.add_argument(
         "--from-json",
         metavar="PATH",
@@ -137,8 +149,9 @@ def main() -> None:
         found = verdicts(document["rows"], schedules)
         print(render(found))
         document["targets"] = found
-        bench.save_json(document, Path(args.out))
-        print(f"wrote {args.out}")
+        out = Path(args.out) if args.out else Path(args.from_json).with_suffix(".judged.json")
+        bench.save_json(document, out)
+        print(f"wrote {out}")
         return
     sizes = [parse_size(s) for s in (args.size or ["4096x4096x4096", "8192x8192x8192"])]
     entries = [(f.stem, str(f)) for f in files]
@@ -150,8 +163,9 @@ def main() -> None:
     print(render(found))
     document = bench.record(rows, settings, device_info())
     document["targets"] = found
-    bench.save_json(document, Path(args.out))
-    print(f"wrote {args.out}")
+    out = Path(args.out) if args.out else default_out("best")
+    bench.save_json(document, out)
+    print(f"wrote {out}")
     if not all(r.ok or r.skipped for r in rows):
         sys.exit(1)
 

@@ -5,11 +5,11 @@
 
 Case `i` of seed `s` is drawn from `random.Random(f"tiledsl-fuzz:{s}:{i}")` alone, so any
 case can be rebuilt by itself: `python tests/fuzz.py --seed S --case I` runs it, with
-`--show` prints it. A case is a seed file (every examples/**/*.tile, every bench/tune/*.tile,
-and the generated ones below), mutated 0-3 times, and one command line over it. Each case
-runs `tiledsl.cli.main(argv)` in-process in a fresh directory holding only the input file,
-under a time limit (SIGALRM) and a memory limit (RLIMIT_AS, lowered for the case and raised
-again). For every case:
+`--show` prints it. A case is a seed file (every examples/**/*.tile, the tuning spaces of
+examples/spaces/ included, and the generated ones below), mutated 0-3 times, and one command
+line over it. Each case runs `tiledsl.cli.main(argv)` in-process in a fresh directory
+holding only the input file, under a time limit (SIGALRM) and a memory limit (RLIMIT_AS,
+lowered for the case and raised again). For every case:
 
 1. the exit status is 0, 1 or 2;
 2. neither stdout nor stderr holds a Python traceback or "internal error";
@@ -183,7 +183,7 @@ kernel fz_literal {
 
 @dataclass(frozen=True)
 class Seed:
-    name: str  # examples/hgemm.tile, bench/tune/hgemm_space.tile, gen/wmma.tile
+    name: str  # examples/hgemm.tile, examples/spaces/hgemm_space.tile, gen/wmma.tile
     text: str
 
     @property
@@ -202,7 +202,8 @@ class Seed:
 
 
 def seeds() -> list[Seed]:
-    files = sorted(ROOT.glob("examples/**/*.tile")) + sorted(ROOT.glob("bench/tune/*.tile"))
+    spaces = sorted(ROOT.glob("examples/spaces/*.tile"))
+    files = sorted(p for p in ROOT.glob("examples/**/*.tile") if p not in spaces) + spaces
     found = [Seed(p.relative_to(ROOT).as_posix(), p.read_text(encoding="utf-8")) for p in files]
     return found + [Seed(name, text) for name, text in GENERATED.items()]
 

@@ -2,10 +2,11 @@
 
     from helpers import EXAMPLES, cli, kernel_text
 
-`EXAMPLES` is every `examples/**/*.tile`, globbed, so a new example is tested as
-soon as it is added. `cli` runs `tiledsl.cli.main` in-process and returns the
-exit status with what it printed, whether the command returned a status or
-argparse raised SystemExit.
+`EXAMPLES` is every `examples/**/*.tile` but the tuning spaces, globbed, so a new
+example is tested as soon as it is added; `SPACES` is every `examples/spaces/*.tile`
+(`tiledsl tune`'s input: sets like `{64, 128}`, which compile and run refuse). `cli`
+runs `tiledsl.cli.main` in-process and returns the exit status with what it printed,
+whether the command returned a status or argparse raised SystemExit.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = sorted(ROOT.glob("examples/**/*.tile"))
+SPACES = sorted(ROOT.glob("examples/spaces/*.tile"))
+EXAMPLES = sorted(
+    p for p in ROOT.glob("examples/**/*.tile") if not p.is_relative_to(ROOT / "examples" / "spaces")
+)
 
 
 def example_id(path: Path) -> str:

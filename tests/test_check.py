@@ -282,7 +282,7 @@ UNALIGNED = "cp.async stores into rows not 128-byte aligned"
 
 def test_padded_rows_are_flagged_for_cp_async_stores(capsys, no_nvcc) -> None:
     """The bank model counts cp.async's stores into padded rows conflict-free; the H200
-    took 2.62x their ideal wavefronts (bench/results/issue8-smem-wavefronts-*): check says
+    took 2.62x their ideal wavefronts (docs/performance.md): check says
     so, per buffer, with the pitch in bytes (72 and 264 halves)."""
     out = cli(["check", str(TUNED / "wmma_f16acc.tile")], capsys).out
     assert UNALIGNED in out

@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 
 import pytest
-from helpers import ROOT, cli
+from helpers import EXAMPLES, ROOT, cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -99,7 +99,7 @@ def test_any_shape_any_layout_is_exact(m, n, k, layouts, transposed, c_type, sta
 
 @pytest.mark.parametrize(
     "path",
-    [p for p in sorted(ROOT.glob("examples/**/*.tile")) if p.stem != "v1"],
+    [p for p in EXAMPLES if p.stem != "v1"],
     ids=lambda p: p.relative_to(ROOT / "examples").as_posix(),
 )
 def test_every_example_with_shared_tiles_runs_odd_sizes(path) -> None:

@@ -2,7 +2,7 @@
 and the invariants).
 
 Every command (check, check --size, compile to stdout and with -o, --stop-after each pass,
-run --cpu, viz, tune --dry-run) on every example, every bench/tune space and generated
+run --cpu, viz, tune --dry-run) on every example, every examples/spaces space and generated
 kernels of every instruction path, mutated token by token, line by line and byte by byte,
 and with bad command-line values. The default budget is quick; CI sets TILEDSL_FUZZ_CASES
 (e.g. 400) for a longer run and TILEDSL_FUZZ_SEED picks another seed. A failure lists each
@@ -33,7 +33,7 @@ def test_fuzz_the_command_line(tmp_path, monkeypatch):
 
 def test_cases_are_deterministic_and_independent():
     pool = fuzz.seeds()
-    assert any(s.name.startswith("bench/tune/") for s in pool)
+    assert any(s.name.startswith("examples/spaces/") for s in pool)
     assert {"gen/wmma.tile", "gen/mma.tile", "gen/wgmma.tile", "gen/musa.tile"} <= {
         s.name for s in pool
     }

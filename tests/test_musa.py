@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import EXAMPLES
 
 from tiledsl.commands.run import default_cpu_size, run_cpu
 from tiledsl.driver import compile_file, compile_source
@@ -48,9 +49,7 @@ def test_s4000_source_has_the_seeds_form(golden):
     assert "__syncwarp" not in source.replace("no __syncwarp", "")
 
 
-MUSA_EXAMPLES = [
-    p for p in sorted((ROOT / "examples").glob("**/*.tile")) if "musa" in p.read_text()
-]
+MUSA_EXAMPLES = [p for p in EXAMPLES if "musa" in p.read_text()]
 
 
 def test_musa_examples_are_found():

@@ -22,7 +22,7 @@ from tiledsl.tune.record import Result, read_record, reusable
 from tiledsl.tune.search import choose, sample_order, verdict
 from tiledsl.tune.space import MAX_POINTS, expand, point_count
 
-SPACE = ROOT / "bench" / "tune" / "hgemm_space.tile"
+SPACE = ROOT / "examples" / "spaces" / "hgemm_space.tile"
 
 # 2 x 2 x 2 = 8 points; coarsen 3 x 1 does not divide the 64-row block: 4 pruned.
 DIRECTIVES = (
