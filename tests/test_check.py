@@ -1,4 +1,4 @@
-"""`tiledsl check`, in-process: the feasibility report of a schedule (S4000 seed §3.1).
+"""`tiledsl check`, in-process: the feasibility report of a schedule (S4000 write-up §3.1).
 
 The numbers are read back from the printed report and compared with what the
 compiler itself says (KernelIR.smem_bytes, tiledsl.models.banks, ptxas), so the tests
@@ -145,7 +145,7 @@ def test_hgemm_register_estimate_seed_and_declared(capsys, no_nvcc) -> None:
     assert (4 * 4 + 4 + 4) * 256 // 32 == 192
     assert (4 * 4 + 1 + 4) * 256 // 32 == 168
     assert "registers, ESTIMATE" in out
-    assert "seed's method: 168 registers per thread, 21504 per block" in out
+    assert "the write-up's method: 168 registers per thread, 21504 per block" in out
     assert "this kernel:   192 registers per thread, 24576 per block" in out
     assert row(out, "acc")[-2:] == ["4096", "4096"]
     assert row(out, "a")[-2:] == ["1024", "256"]
@@ -189,7 +189,7 @@ def test_register_estimate_counts_every_fragment_element_once() -> None:
         ("acc", 1024, 1024),
     ]
     assert est.declared_per_thread == 64 and est.declared_per_block == 64 * 128
-    assert est.seed_per_thread == 56 and est.seed_per_block == 56 * 128
+    assert est.writeup_per_thread == 56 and est.writeup_per_block == 56 * 128
 
 
 @needs_nvcc

@@ -1,7 +1,7 @@
 """`tiledsl compile` and `tiledsl run`, in-process: output, exit status, and what a bad file gets.
 
 Exit status: 0 on success, 1 for an error in the file or a failed check, 2 for a
-command-line mistake (VERIFICATION.md, "Bad input"). Nothing is written for a
+command-line mistake (docs/language.md, "What a wrong file gets"). Nothing is written for a
 file with an error, and no Python traceback is shown unless --debug.
 """
 

@@ -1,4 +1,4 @@
-"""The S4000 seed's feasibility tables (§3.1, Tables 1-3) out of `tiledsl check --sweep`.
+"""The S4000 write-up's feasibility tables (§3.1, Tables 1-3) out of `tiledsl check --sweep`.
 
 The seed's printed columns are copied here once, as the numbers to reproduce; the
 model (tiledsl.models.feasibility) computes them from the schedule. Where the seed's
@@ -18,7 +18,7 @@ from helpers import ROOT, cli
 
 from tiledsl.driver import compile_file
 from tiledsl.models.feasibility import sweep
-from tiledsl.models.registers import seed_registers_per_warp
+from tiledsl.models.registers import writeup_registers_per_warp
 
 TABLE1 = ROOT / "examples" / "s4000_table1.tile"
 TABLE3 = ROOT / "examples" / "s4000.tile"
@@ -102,8 +102,8 @@ def test_table2_registers_come_out_of_no_8_warp_configuration() -> None:
     table3 = kernel_of(TABLE3).schedule
     for cm, cn in ((1, 4), (2, 2), (4, 1)):
         sched = dataclasses.replace(table3, coarsen=(cm, cn))
-        assert seed_registers_per_warp(sched) * 8 != 38912
-        assert seed_registers_per_warp(sched) * 8 >= (4096 + 1024) * 8
+        assert writeup_registers_per_warp(sched) * 8 != 38912
+        assert writeup_registers_per_warp(sched) * 8 >= (4096 + 1024) * 8
     four_warps = next(r for r in sweep(kernel_of(TABLE3)) if r.warp_count == 4)
     assert four_warps.registers_per_block == 38912
 
@@ -123,7 +123,7 @@ def sweep_rows(out: str) -> list[list[str]]:
 def test_check_sweep_prints_table1(capsys) -> None:
     r = cli(["check", TABLE1, "--sweep"], capsys)
     assert r.code == 0, r.err
-    assert "the S4000 seed's method (its Tables 1-3) on musa mp_22" in r.out
+    assert "the S4000 write-up's method (its Tables 1-3) on musa mp_22" in r.out
     rows = sweep_rows(r.out)
     assert [int(c[4]) for c in rows] == T1_BLOCKS
     assert [int(c[5]) for c in rows] == T1_THREADS

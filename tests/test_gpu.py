@@ -1,5 +1,5 @@
 """On a CUDA GPU through CuPy/NVRTC: every example is exact, within the statistical bound, and
-timed; NVRTC failures and the toolkit headers are reported as VERIFICATION.md asks.
+timed; NVRTC failures and the toolkit headers are reported as docs/architecture.md says.
 
 Every test here is marked `gpu` and skipped cleanly where `gpu_available()` says no
 (no CuPy, no driver, or no device).

@@ -683,7 +683,7 @@ def test_musa_refuses_bf16_outputs():
     text = text.replace("C: f16[M, N] col", "C: bf16[M, N] col")
     assert (
         "C: bf16 on musa mp_22 is not built yet: it needs MUSA's bfloat16 type and "
-        "conversions, which the S4000 seed does not document"
+        "conversions, which the S4000 write-up does not document"
     ) in [m for _, _, m in errors(text)]
 
 

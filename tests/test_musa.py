@@ -1,4 +1,4 @@
-"""MUSA output: the S4000 seed's schedule, checked by the interpreter (128-thread warps)
+"""MUSA output: the S4000 write-up's schedule, checked by the interpreter (128-thread warps)
 and type-checked by a real C++ front end against a declaration-only MUSA header
 (tests/musa_api/). It is not run: there is no MUSA hardware here."""
 

@@ -195,7 +195,7 @@ UNBUILT = {
             5,
             "epilogue relu on musa mp_22 is not built yet: it needs MUSA's round-to-nearest "
             "float intrinsics (the CUDA epilogue uses __fmul_rn and __fadd_rn so that it is "
-            "exact), which the S4000 seed does not document",
+            "exact), which the S4000 write-up does not document",
         ),
     ),
     "f16 C stored directly": (
@@ -250,12 +250,12 @@ def test_register_refusal_counts_f16_fragments_packed():
     """Two f16 elements share a register: a 64 x 128 warp tile of f16 accumulators is
     4096 + 128 + 1024 words / 32 lanes = 164 registers, which fits (ptxas: 244, no spill).
     The seed's one-register-per-element count (328) refused it until 2026-11-29."""
-    from tiledsl.models.registers import fragment_registers, seed_registers_per_warp
+    from tiledsl.models.registers import fragment_registers, writeup_registers_per_warp
 
     kernel = compile_source(WIDE, "w.tile").kernels[0]
     assert kernel.threads == 128
     assert fragment_registers(kernel.schedule, 32) == (4096 + 128 + 1024) // 32 == 164
-    assert -(-seed_registers_per_warp(kernel.schedule) // 32) == 328  # check's column
+    assert -(-writeup_registers_per_warp(kernel.schedule) // 32) == 328  # check's column
 
 
 @pytest.mark.parametrize(

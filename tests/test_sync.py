@@ -42,7 +42,7 @@ def exact(kernel, m, n, k):
 
 
 def test_single_buffer_keeps_the_second_barrier_and_says_why():
-    """The S4000 seed's 'delete the second __syncthreads': with one buffer it is a WAR."""
+    """The S4000 write-up's 'delete the second __syncthreads': with one buffer it is a WAR."""
     kernel = compile_source(source("ladder/v2.tile"), "v2.tile").kernels[0]
     report = kernel.sync_report
     assert [d.kept for d in report] == [True, True]

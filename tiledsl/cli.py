@@ -150,7 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument(
         "--sweep",
         action="store_true",
-        help="add the S4000 seed's feasibility table over blocks per multiprocessor",
+        help="add the S4000 write-up's feasibility table over blocks per multiprocessor",
     )
     k.add_argument(
         "--reserve",
@@ -158,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         metavar="R",
         help="with --sweep: registers per thread set aside for addresses and counters "
-        "(default 0, the seed's count)",
+        "(default 0, the write-up's count)",
     )
     k.add_argument(
         "--size",

@@ -1,13 +1,13 @@
-"""`tiledsl check`: the feasibility report of a schedule (the S4000 seed's table, one row).
+"""`tiledsl check`: the feasibility report of a schedule (the S4000 write-up's table, one row).
 
     report = check_source(text, "hgemm.tile")           # every kernel of the file
-    est = register_estimate(kernel)                     # the seed's register count
+    est = register_estimate(kernel)                     # the write-up's register count
     occ = occupancy(kernel, est.declared_per_thread)    # blocks per multiprocessor
     rows = bank_rows(kernel)                            # the bank model, before/after padding
 
 For each kernel: the schedule and the passes that ran; threads, warps and MMAs;
-shared memory per buffer against the target's limit; registers, estimated the
-seed's way (one 32-bit register per fragment element per thread) and, where nvcc
+shared memory per buffer against the target's limit; registers, estimated
+the write-up's way (one 32-bit register per fragment element per thread) and, where nvcc
 is on PATH, ptxas's real count beside it; blocks per multiprocessor and the limit
 that binds; and the bank-conflict ways of every shared-memory access the model
 covers, at the natural pitch and at the kernel's.
@@ -57,7 +57,7 @@ def check_source(
 ) -> str:
     """The report for every kernel of a file (or the one named `kernel`).
 
-    `sweep` adds the seed's feasibility table over blocks per multiprocessor, with
+    `sweep` adds the write-up's feasibility table over blocks per multiprocessor, with
     `reserve` registers per thread set aside for addresses and loop counters.
     """
     compiled = compile_source(text, file, target)
@@ -232,8 +232,8 @@ def _registers(kernel: KernelIR, ptxas: PtxasReport | None, ptxas_note: str) -> 
         f"{kernel.warp_width} lanes"
     )
     out.append(
-        "  of a warp; the seed counts one A fragment live at a time, tiledsl's kernel keeps all "
-        "it declares;"
+        "  of a warp; the S4000 write-up counts one A fragment live at a time, tiledsl's "
+        "kernel keeps all it declares;"
     )
     out.append("  addresses and loop counters not counted)")
     rows = []
@@ -259,15 +259,15 @@ def _registers(kernel: KernelIR, ptxas: PtxasReport | None, ptxas_note: str) -> 
         ]
     )
     out += text_table(
-        ["  fragment", "role", "count", "type", "declared/warp", "seed's count/warp"],
+        ["  fragment", "role", "count", "type", "declared/warp", "write-up's count/warp"],
         rows,
         right={4, 5},
         indent="  ",
     )
     allowed = t.registers_per_thread(kernel.threads)
     out.append(
-        f"    seed's method: {est.seed_per_thread} registers per thread, {est.seed_per_block} "
-        f"per block"
+        f"    the write-up's method: {est.writeup_per_thread} registers per thread, "
+        f"{est.writeup_per_block} per block"
     )
     out.append(
         f"    this kernel:   {est.declared_per_thread} registers per thread, "

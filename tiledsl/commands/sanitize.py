@@ -1,7 +1,7 @@
 """`tiledsl run FILE --sanitize TOOL`: the GPU check under compute-sanitizer.
 
 TOOL is racecheck, memcheck or synccheck. A kernel with a missing barrier can be
-bit-exact on the GPU: only racecheck sees the race (VERIFICATION.md). So the
+bit-exact on the GPU: only racecheck sees the race. So the
 check runs in a child process,
 
     compute-sanitizer --tool racecheck --error-exitcode 86 \\

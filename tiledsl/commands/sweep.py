@@ -14,7 +14,7 @@ def render_sweep(kernel: KernelIR, rows: list[SweepRow], reserve: int = 0) -> st
     cm, cn = sched.coarsen
     staging = staging_dtype(sched)
     out = [
-        f"  feasibility sweep, the S4000 seed's method (its Tables 1-3) on {target.name}",
+        f"  feasibility sweep, the S4000 write-up's method (its Tables 1-3) on {target.name}",
         f"    {cm * cn} MMAs of {m}x{n}x{k} per warp; registers: accumulators + one A and "
         f"{cn} B fragment{'s' if cn != 1 else ''} per warp, one register per element"
         + (f", plus {reserve} reserved per thread" if reserve else ""),

@@ -1,6 +1,6 @@
 """IR -> MUSA C++ (Moore Threads, mtmusa::wmma), differing from CUDA only where MUSA does.
 
-The form follows the S4000 seed's final kernel: `musa_runtime.h` and `musa_fp16.h`,
+The form follows the S4000 write-up's final kernel: `musa_runtime.h` and `musa_fp16.h`,
 `crt/mma.h` through `__MUSA_INCLUDE_COMPILER_INTERNAL_HEADERS__`, the `attributes`
 directive's `mtgpu_*` names as `__attribute__((…))`, `__launch_bounds__`, `__restrict__`
 pointers, and an `extern "C"` host launcher that sets up the grid and calls

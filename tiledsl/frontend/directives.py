@@ -258,7 +258,7 @@ def _read_target(d, errs):
     return {"target": key}
 
 
-#: The MUSA kernel attributes the S4000 seed documents: flags, and those taking a number.
+#: The MUSA kernel attributes the S4000 write-up documents: flags, and those taking a number.
 MUSA_FLAGS = (
     "mtgpu_tiny_offset",
     "mtgpu_enable_ldma_index",
@@ -269,7 +269,7 @@ MUSA_VALUED = ("mtgpu_num_usreg", "mtgpu_unroll_threshold")
 
 
 def _read_attributes(d, errs):
-    """Attribute names the seed documents, passed through as `__attribute__((...))`."""
+    """Attribute names the write-up documents, passed through as `__attribute__((...))`."""
     for arg in d.args:
         name = arg.name if isinstance(arg, S.Call) else arg
         known = MUSA_VALUED if isinstance(arg, S.Call) else MUSA_FLAGS

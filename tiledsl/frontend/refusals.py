@@ -34,7 +34,7 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
         refuse(
             "accumulate",
             f"accumulate f16 on {t.name}",
-            "the S4000's f16 accumulator fragments, which the seed does not document",
+            "the S4000's f16 accumulator fragments, which the write-up does not document",
             "write `accumulate f32`",
         )
     if s.copy_mode == "async" and s.stages < 2:
@@ -77,7 +77,7 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
             errs.add(
                 op.loc,
                 f"{op.name}: bf16 on {t.name} is not built yet: it needs MUSA's bfloat16 type "
-                "and conversions, which the S4000 seed does not document",
+                "and conversions, which the S4000 write-up does not document",
                 f"declare {op.name} f16 or f32",
             )
     if s.epilogue and t.vendor == "musa":
@@ -85,7 +85,7 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
             "epilogue",
             "epilogue " + ", ".join(" ".join(g) for g in s.epilogue) + f" on {t.name}",
             "MUSA's round-to-nearest float intrinsics (the CUDA epilogue uses __fmul_rn and "
-            "__fadd_rn so that it is exact), which the S4000 seed does not document",
+            "__fadd_rn so that it is exact), which the S4000 write-up does not document",
             "drop the epilogue directive for MUSA",
         )
     if s.epilogue_via == "direct" and g.c.dtype != s.accumulate:
@@ -111,6 +111,6 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
         errs.add(
             s.loc("copy"),
             f"{t.name} has no asynchronous global -> shared copy (cp.async)",
-            "write `copy sync 8` (the S4000 seed found MUSA's __pipeline_memcpy_async no "
+            "write `copy sync 8` (the S4000 write-up found MUSA's __pipeline_memcpy_async no "
             "faster than plain copies)",
         )

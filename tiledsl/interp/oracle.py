@@ -1,4 +1,4 @@
-"""The two oracles of VERIFICATION.md, shared by the interpreter and the GPU runner.
+"""The two oracles, exact and statistical, shared by the interpreter and the GPU runner.
 
 Exact (primary): A, B (and C for `+=`) are integers in [-2, 2], exact in f16 and
 bf16, so every product and partial sum is exact in f32 (and, with at most

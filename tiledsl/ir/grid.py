@@ -9,7 +9,7 @@ the launcher (the grid size), so all three visit the same tiles in one order.
                 the last group takes the rows that are left
     zigzag W    the grid is cut along N into panels of W block-columns (the last one may be
                 narrower); blocks walk a panel row by row, and odd panels walk M in reverse
-                (the S4000 seed's N_SWIZZLE order)
+                (the S4000 write-up's N_SWIZZLE order)
 """
 
 from __future__ import annotations

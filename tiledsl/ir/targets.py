@@ -3,7 +3,7 @@
 Every limit the compiler enforces comes from here, so that a schedule is refused
 before any code is written. Numbers are NVIDIA's published limits for each
 compute capability (the programming guide's table: at most 32 resident blocks per
-SM on 8.0, 9.0 and 12.0) and, for MUSA MP_22 (the S4000), the values the S4000 seed
+SM on 8.0, 9.0 and 12.0) and, for MUSA MP_22 (the S4000), the values the S4000 write-up
 reports.
 """
 
@@ -47,7 +47,7 @@ class Target:
     def registers_per_thread(self, threads: int) -> int:
         """The most registers a thread may hold in a block of `threads` threads.
 
-        MUSA MP_22 (the S4000 seed): 256 only at ≤ 512 threads per block, 128 at 1024.
+        MUSA MP_22 (the S4000 write-up): 256 only at ≤ 512 threads per block, 128 at 1024.
         NVIDIA: 255, and no more than the multiprocessor's file spread over the block.
         """
         if self.vendor == "musa":
@@ -129,7 +129,7 @@ TARGETS: dict[str, Target] = {
 DEFAULT_TARGET = "cuda sm_90"
 
 #: Architectures known by name whose limits are not documented where we could read them.
-UNMODELLED = {"musa mp_31": "its limits are not documented in the S4000 seed or elsewhere here"}
+UNMODELLED = {"musa mp_31": "its limits are not documented in the S4000 write-up or elsewhere here"}
 
 
 def build_arch(arch: str, kernels) -> str:

@@ -1,7 +1,7 @@
 """Lowering: a checked kernel becomes the naive IR form of the spec.
 
 Every warp computes one mma.M x mma.N fragment of C, loading its A and B
-fragments straight from global memory (the seeds' v1). The K loop is already
+fragments straight from global memory (the write-ups' v1). The K loop is already
 split into block steps (`kt`, BK wide) and fragment steps (`kk`, mma.K wide) so
 that smem-tiling only has to add copies at the top of the `kt` body.
 

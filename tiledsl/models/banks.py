@@ -195,7 +195,7 @@ def unaligned_async_rows(kernel: KernelIR) -> list[tuple[str, int]]:
     8-lane phase hits 8 distinct 16-byte bank groups), but on the H200 Nsight Compute
     measured them at 2.0-2.6x their ideal shared-memory wavefronts (pads of 8 to 56
     elements, and 64-byte XOR-swizzled lines), against 1.0x at a 128-byte multiple
-    (bench/results/issue8-smem-wavefronts-h200-2026-11-29.txt). wgmma's panels are 128
+    (docs/performance.md, "why WMMA stops"). wgmma's panels are 128
     bytes: never listed."""
     written = {
         s.dst.buffer

@@ -1,15 +1,15 @@
-"""The S4000 seed's feasibility table (its §3.1, Tables 1-3), computed for a schedule.
+"""The S4000 write-up's feasibility table (its §3.1, Tables 1-3), computed for a schedule.
 
     rows = sweep(kernel)                    # one row per blocks-per-multiprocessor
     print(render_sweep(kernel, rows))
 
-The seed fixes the MMA shape and the MMAs per warp, then walks the number of
+The write-up fixes the MMA shape and the MMAs per warp, then walks the number of
 blocks a multiprocessor holds: 1, 2, ... while a full block still fits the
 thread limit, then halves the warps of a block (12, 24, 48 blocks on the S4000).
 For each row it counts, on paper:
 
 * registers per block: one 32-bit register per fragment element — the warp's
-  accumulators, ONE A fragment and a row of CN B fragments (the seed loads B
+  accumulators, ONE A fragment and a row of CN B fragments (the write-up loads B
   once per step and reloads A per row) — times the warps of the block;
 * shared memory per block: the A and B tiles of one MMA-K slice (BK = mma K, no
   padding, one stage), against the C staging area (one accumulator fragment per
@@ -18,13 +18,13 @@ For each row it counts, on paper:
 * feasible when blocks x (threads, registers, shared memory) fit the
   multiprocessor and the registers per thread fit what a thread may have.
 
-This is the seed's model, deliberately: BK, stages and padding of the schedule
+This is the write-up's model, deliberately: BK, stages and padding of the schedule
 itself are not in it (`tiledsl check` reports those from the IR). Where the
-seed's printed rows cannot come out of this or any one consistent model,
-docs/language.md ("Feasibility: the seed's tables") says which rows and why.
+write-up's printed rows cannot come out of this or any one consistent model,
+docs/language.md ("Feasibility: the S4000 write-up's tables") says which rows and why.
 
 `reserve` registers per thread may be set aside for addresses and loop counters,
-which the seed says exist but leaves out of its count.
+which the write-up says exist but leaves out of its count.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from ..ir.nodes import DTYPE_BYTES, KernelIR
 from ..ir.schedule import Schedule
-from .registers import seed_registers_per_warp
+from .registers import writeup_registers_per_warp
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,9 @@ class SweepRow:
     blocks_per_mp: int
     warps: tuple[int, int]  # warps of a block along M and N
     threads: int
-    registers_per_warp: int  # fragment elements of one warp, the seed's way
+    registers_per_warp: int  # fragment elements of one warp, the write-up's way
     registers_per_thread: int  # per warp / warp width, rounded up, plus the reserve
-    registers_per_block: int  # per warp x warps (without the reserve: the seed's column)
+    registers_per_block: int  # per warp x warps (without the reserve: the write-up's column)
     ab_bytes: int  # A and B tiles of one MMA-K slice
     c_bytes: int  # C staging: one accumulator fragment per warp
     feasible: bool
@@ -60,7 +60,7 @@ class SweepRow:
 
 
 def halve_warps(warps: tuple[int, int]) -> tuple[int, int]:
-    """The seed's next-smaller block: halve the longer side of the warp grid (M on a tie)."""
+    """The write-up's next-smaller block: halve the longer side of the warp grid (M on a tie)."""
     wm, wn = warps
     return (wm // 2, wn) if wm >= wn else (wm, wn // 2)
 
@@ -78,7 +78,7 @@ def row(kernel: KernelIR, warps: tuple[int, int], blocks: int, reserve: int) -> 
     cm, cn = sched.coarsen
     warp_count = warps[0] * warps[1]
     threads = warp_count * lanes
-    per_warp = seed_registers_per_warp(sched)
+    per_warp = writeup_registers_per_warp(sched)
     per_thread = -(-per_warp // lanes) + reserve
     in_bytes = DTYPE_BYTES[kernel.gemm.a.dtype]
     block_m, block_n = warps[0] * cm * m, warps[1] * cn * n

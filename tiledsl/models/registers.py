@@ -1,7 +1,7 @@
 """Registers: how many a schedule's fragments need, counted three ways.
 
     fragment_registers(schedule, lanes, 2)   # the packed lower bound the analysis refuses by
-    seed_registers_per_warp(schedule)        # the S4000 write-up's count (its tables)
+    writeup_registers_per_warp(schedule)        # the S4000 write-up's count (its tables)
     register_estimate(kernel)                # per fragment, as declared and as the write-up counts
 
 None of them counts addresses or loop counters; `tiledsl check` prints ptxas's real count
@@ -16,8 +16,8 @@ from ..ir.nodes import KernelIR
 from ..ir.schedule import Schedule
 
 
-def seed_registers_per_warp(sched: Schedule) -> int:
-    """The S4000 seed's count: one 32-bit register per element of the accumulators, one A
+def writeup_registers_per_warp(sched: Schedule) -> int:
+    """The S4000 write-up's count: one 32-bit register per element of the accumulators, one A
     fragment and a row of CN B fragments per warp (B loaded once per step, A per row)."""
     m, n, k = sched.mma
     cm, cn = sched.coarsen
@@ -27,10 +27,10 @@ def seed_registers_per_warp(sched: Schedule) -> int:
 
 
 def fragment_words_per_warp(sched: Schedule, in_bytes: int) -> int:
-    """32-bit registers per warp that fragments occupy, packed: the seed's liveness (the
+    """32-bit registers per warp that fragments occupy, packed: the write-up's liveness (the
     accumulators, one A fragment, a row of CN B fragments) but counted in bytes, so two f16
     elements share a register, as they do in WMMA's and mma.sync's fragments. A lower
-    bound, which is what a refusal needs; the seed's one-register-per-element count (kept
+    bound, which is what a refusal needs; the write-up's one-register-per-element count (kept
     for `check` and `feasibility`, which reproduce its tables) doubles f16 accumulators and
     refused warp tiles that fit (64 x 128 of f16 C is 128 registers, not 256)."""
     m, n, k = sched.mma
@@ -56,14 +56,14 @@ class FragmentRegisters:
     cols: int
     dtype: str
     elements: int  # per warp, as declared: count x rows x cols
-    live: int  # per warp, the seed's count: one A fragment at a time, every B and accumulator
+    live: int  # per warp, the write-up's count: one A fragment at a time, every B and accumulator
 
 
 @dataclass(frozen=True)
 class RegisterEstimate:
     """One 32-bit register per fragment element, spread over a warp's lanes.
 
-    `seed_*` is the S4000 seed's count (accumulators, ONE A fragment, a row of B
+    `writeup_*` is the S4000 write-up's count (accumulators, ONE A fragment, a row of B
     fragments: its loop reloads A per row); `declared_*` counts every fragment the
     kernel declares — tiledsl loads all CM A fragments of a K step before its CM x CN
     mma_sync, so they are live together. Neither counts addresses or loop counters.
@@ -74,7 +74,7 @@ class RegisterEstimate:
     threads: int
 
     @property
-    def seed_per_thread(self) -> int:
+    def writeup_per_thread(self) -> int:
         return -(-sum(f.live for f in self.fragments) // self.lanes)
 
     @property
@@ -82,7 +82,7 @@ class RegisterEstimate:
         return -(-sum(f.elements for f in self.fragments) // self.lanes)
 
     @property
-    def seed_per_block(self) -> int:
+    def writeup_per_block(self) -> int:
         return sum(f.live for f in self.fragments) * (self.threads // self.lanes)
 
     @property

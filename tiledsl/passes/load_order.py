@@ -1,6 +1,6 @@
 """The order of a step's tile copies (`load_order ab | ba | alternate`), shared by the passes.
 
-`alternate` flips the order on odd steps (the S4000 seed, §3.7), so that the last
+`alternate` flips the order on odd steps (the S4000 write-up, §3.7), so that the last
 tile fetched in one step and the first of the next are of the same operand:
 
     if step % 2 == 0:  copy A; copy B
