@@ -33,6 +33,7 @@ Nodes are frozen; passes build new trees with `dataclasses.replace`. Locations
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from ..errors import NOWHERE, Loc
 from .expr import ZERO, Expr, floordiv, lift, mod, mul, to_c, xor
@@ -42,6 +43,12 @@ from .targets import Target
 
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 C_TYPES = {"f16": "half", "bf16": "__nv_bfloat16", "f32": "float"}
+
+
+#: The loops a pass looks for: the block steps along K and, inside, the fragment steps.
+LoopRole = Literal["", "k_blocks", "k_fragments"]
+K_BLOCKS: LoopRole = "k_blocks"
+K_FRAGMENTS: LoopRole = "k_fragments"
 
 
 @dataclass(frozen=True)
@@ -205,6 +212,9 @@ class For:
     body: tuple[Stmt, ...]
     unroll: bool = False
     comment: str = ""
+    # what the loop is to the passes (K_BLOCKS, K_FRAGMENTS), so that they find it by
+    # its place in the GEMM, not by its variable's name; "" for the others
+    role: LoopRole = ""
 
 
 @dataclass(frozen=True)
@@ -365,6 +375,10 @@ class KernelIR:
                 return b
         raise KeyError(name)
 
+    def fragment_of(self, role: str) -> Fragment:
+        """The fragment array of `role` ("matrix_a", "matrix_b" or "accumulator")."""
+        return next(f for f in self.fragments if f.role == role)
+
     def fragment(self, name: str) -> Fragment:
         for f in self.fragments:
             if f.name == name:
@@ -427,6 +441,10 @@ def fragment_tile(stmt: LoadFrag | StoreFrag) -> Tile:
 def global_side(copy: Copy) -> GlobalTile | None:
     """The global-memory tile of a copy (its source or destination), or None."""
     return next((t for t in (copy.src, copy.dst) if isinstance(t, GlobalTile)), None)
+
+
+def is_loop(stmt: Stmt, role: LoopRole) -> bool:
+    return isinstance(stmt, For) and stmt.role == role
 
 
 def walk(body: tuple[Stmt, ...]):

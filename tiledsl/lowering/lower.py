@@ -22,6 +22,8 @@ from __future__ import annotations
 from ..frontend.analysis import Analysis
 from ..ir.expr import Const, Var, ceil_div
 from ..ir.nodes import (
+    K_BLOCKS,
+    K_FRAGMENTS,
     Fill,
     For,
     Fragment,
@@ -71,9 +73,16 @@ def lower(analysis: Analysis) -> KernelIR:
         (LoadFrag(a, a_tile), LoadFrag(b, b_tile), Mma(acc, a, b)),
         unroll=True,
         comment="fragment steps of one block step",
+        role=K_FRAGMENTS,
     )
     main_loop = For(
-        "kt", Const(0), ceil_div(g.k, c["BK"]), 1, (k_steps,), comment="block steps along K"
+        "kt",
+        Const(0),
+        ceil_div(g.k, c["BK"]),
+        1,
+        (k_steps,),
+        comment="block steps along K",
+        role=K_BLOCKS,
     )
     # With an epilogue, `+=` reads C in the epilogue (beta 1), so the accumulator starts at 0.
     init = LoadFrag(acc, c_tile) if g.accumulate and not s.epilogue else Fill(acc, 0.0)

@@ -39,7 +39,7 @@ WARP = Var("warp")
 
 def stage_epilogue(kernel: KernelIR) -> KernelIR:
     s = kernel.schedule
-    acc = kernel.fragment("acc")
+    acc = kernel.fragment_of("accumulator")
     rows, cols = acc.rows, acc.cols
     layout = kernel.gemm.c.layout  # staged in C's own layout, so lanes copy contiguous runs
     buf = SharedBuffer(

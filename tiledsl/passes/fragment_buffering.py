@@ -29,6 +29,8 @@ from dataclasses import replace
 
 from ..ir.expr import Const, Var, add, floordiv, mod, mul, substitute
 from ..ir.nodes import (
+    K_BLOCKS,
+    K_FRAGMENTS,
     AsyncCommit,
     AsyncWait,
     Barrier,
@@ -39,6 +41,7 @@ from ..ir.nodes import (
     LoadFrag,
     Mma,
     SharedTile,
+    is_loop,
     map_body,
     walk,
 )
@@ -52,7 +55,7 @@ def fragment_buffering(kernel: KernelIR) -> KernelIR:
     axes = {f.name: _SET_AXIS[f.role] for f in kernel.fragments if f.role in _SET_AXIS}
     body = []
     for stmt in kernel.body:
-        if isinstance(stmt, For) and stmt.var == "kt":
+        if is_loop(stmt, K_BLOCKS):
             body.extend(_buffered(stmt, kernel, counts, axes))
         else:
             body.append(stmt)
@@ -80,11 +83,11 @@ def _in_set(ref: FragRef, which, counts, axes) -> FragRef:
 
 def _buffered(loop: For, kernel: KernelIR, counts, axes):
     stages = kernel.schedule.stages
-    kt, kk = Var("kt"), Var("kk")
+    steps = next(x for x in loop.body if is_loop(x, K_FRAGMENTS))
+    kt, kk = Var(loop.var), Var(steps.var)
     waits = [x for x in loop.body if isinstance(x, AsyncWait)]
     barrier = next(x for x in loop.body if isinstance(x, Barrier))
     issue = [x for x in loop.body if isinstance(x, (If, AsyncCommit))]
-    steps = next(x for x in loop.body if isinstance(x, For) and x.var == "kk")
     frag_steps = steps.stop.value
     staged = {
         x.src.buffer
@@ -99,7 +102,7 @@ def _buffered(loop: For, kernel: KernelIR, counts, axes):
         def fn(stmt):
             if isinstance(stmt, LoadFrag) and isinstance(stmt.src, SharedTile):
                 src = stmt.src
-                offset = tuple(substitute(e, {"kk": step_kk}) for e in src.offset)
+                offset = tuple(substitute(e, {steps.var: step_kk}) for e in src.offset)
                 src = replace(src, offset=offset, slot=mod(step_kt, Const(stages)))
                 return replace(stmt, src=src, frag=_in_set(stmt.frag, which, counts, axes))
             return stmt

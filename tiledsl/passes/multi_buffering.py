@@ -40,6 +40,7 @@ from dataclasses import replace
 
 from ..ir.expr import Const, Var, substitute
 from ..ir.nodes import (
+    K_BLOCKS,
     AsyncCommit,
     AsyncWait,
     Barrier,
@@ -52,6 +53,7 @@ from ..ir.nodes import (
     MmaFence,
     MmaWait,
     SharedTile,
+    is_loop,
     map_body,
     walk,
 )
@@ -63,7 +65,7 @@ def multi_buffering(kernel: KernelIR) -> KernelIR:
     stages, is_async = s.stages, s.copy_mode == "async"
     body = []
     for stmt in kernel.body:
-        if isinstance(stmt, For) and stmt.var == "kt":
+        if is_loop(stmt, K_BLOCKS):
             body.extend(_pipeline(stmt, stages, is_async, kernel))
             if kernel.schedule.mma_depth:
                 body.append(MmaWait(0))
@@ -80,7 +82,7 @@ def multi_buffering(kernel: KernelIR) -> KernelIR:
 
 def _pipeline(loop: For, stages: int, is_async: bool, kernel: KernelIR):
     loc = kernel.schedule.loc("stages")
-    kt, steps = Var("kt"), loop.stop
+    kt, steps = Var(loop.var), loop.stop
     copies = copies_in(loop.body)
     compute = [c for c in loop.body if not isinstance(c, (Copy, Barrier, If))]
     a_name, order = kernel.gemm.a.name, kernel.schedule.load_order
@@ -89,7 +91,9 @@ def _pipeline(loop: For, stages: int, is_async: bool, kernel: KernelIR):
     def copies_of(step, slot):
         out = []
         for c in copies:
-            src = replace(c.src, origin=tuple(substitute(e, {"kt": step}) for e in c.src.origin))
+            src = replace(
+                c.src, origin=tuple(substitute(e, {loop.var: step}) for e in c.src.origin)
+            )
             dst = replace(c.dst, slot=slot)
             out.append(replace(c, src=src, dst=dst, mode="async" if is_async else "sync"))
         return ordered(out, a_name, order, step)

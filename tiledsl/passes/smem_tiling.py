@@ -27,6 +27,7 @@ from dataclasses import replace
 from ..ir.expr import Const, Var
 from ..ir.nodes import (
     DTYPE_BYTES,
+    K_BLOCKS,
     Barrier,
     Copy,
     For,
@@ -35,6 +36,7 @@ from ..ir.nodes import (
     LoadFrag,
     SharedBuffer,
     SharedTile,
+    is_loop,
     tiles_of,
     walk,
 )
@@ -47,7 +49,7 @@ def smem_tiling(kernel: KernelIR) -> KernelIR:
     shapes = {g.a.name: (bm, bk), g.b.name: (bk, bn)}
     body, tiles = [], []
     for stmt in kernel.body:
-        if isinstance(stmt, For) and stmt.var == "kt":
+        if is_loop(stmt, K_BLOCKS):
             stmt, tiles = _tile_loop(stmt, kernel, shapes)
         body.append(stmt)
     staging = [b for b in kernel.buffers if b.per_warp]
@@ -114,7 +116,7 @@ def _tile_loop(loop: For, kernel: KernelIR, shapes: dict[str, tuple[int, int]]):
         s.loc("stages"),
     )
     inner = _redirect(loop.body, {name: name + "s" for name in origins}, origins)
-    steps = ordered(copies, kernel.gemm.a.name, s.load_order, Var("kt"))
+    steps = ordered(copies, kernel.gemm.a.name, s.load_order, Var(loop.var))
     return replace(loop, body=(*steps, raw, *inner, war)), buffers
 
 
@@ -142,7 +144,7 @@ def _fence_staging(body, staging: list[str], tiles: list[str], kernel: KernelIR)
     """Block barriers between the K loop and the staging that reuses its bytes."""
     loc = kernel.schedule.loc("epilogue_via")
     names = ", ".join(tiles)
-    loop_at = next(i for i, s in enumerate(body) if isinstance(s, For) and s.var == "kt")
+    loop_at = next(i for i, s in enumerate(body) if is_loop(s, K_BLOCKS))
 
     def uses_staging(stmts) -> bool:
         return any(

@@ -44,32 +44,33 @@ def warp_coarsening(kernel: KernelIR) -> KernelIR:
     wm_to = {"wm": Var("wm") * cm + I}
     wn_to = {"wn": Var("wn") * cn + J}
     loc = kernel.schedule.loc("coarsen")
+    a, b, acc = (kernel.fragment_of(r).name for r in ("matrix_a", "matrix_b", "accumulator"))
 
     def tile(t, bindings):
         return replace(t, offset=tuple(substitute(e, bindings) for e in t.offset))
 
     def inner(stmt):
         """Fragment loads and mma ops inside the K loop."""
-        if isinstance(stmt, LoadFrag) and stmt.frag.name == "a":
+        if isinstance(stmt, LoadFrag) and stmt.frag.name == a:
             return For(
                 "i",
                 Const(0),
                 Const(cm),
                 1,
-                (LoadFrag(FragRef("a", I), tile(stmt.src, wm_to)),),
+                (LoadFrag(FragRef(a, I), tile(stmt.src, wm_to)),),
                 unroll=True,
             )
-        if isinstance(stmt, LoadFrag) and stmt.frag.name == "b":
+        if isinstance(stmt, LoadFrag) and stmt.frag.name == b:
             return For(
                 "j",
                 Const(0),
                 Const(cn),
                 1,
-                (LoadFrag(FragRef("b", Const(0), J), tile(stmt.src, wn_to)),),
+                (LoadFrag(FragRef(b, Const(0), J), tile(stmt.src, wn_to)),),
                 unroll=True,
             )
         if isinstance(stmt, Mma):
-            mma = Mma(FragRef("acc", I, J), FragRef("a", I), FragRef("b", Const(0), J))
+            mma = Mma(FragRef(acc, I, J), FragRef(a, I), FragRef(b, Const(0), J))
             return For(
                 "i",
                 Const(0),
@@ -116,15 +117,21 @@ def warp_coarsening(kernel: KernelIR) -> KernelIR:
 
 def _per_fragment(run, kernel: KernelIR, bindings, loc):
     """Wrap a run of accumulator statements (and its staging) in `for i, j`."""
+    acc = kernel.fragment_of("accumulator").name
 
     def rebind(stmt):
-        if isinstance(stmt, (Fill, LoadFrag, StoreFrag)) and stmt.frag.name == "acc":
-            stmt = replace(stmt, frag=FragRef("acc", I, J))
-        for field_name in ("src", "dst"):
-            t = getattr(stmt, field_name, None)
-            if t is not None and not isinstance(t, FragRef):
-                offset = tuple(substitute(e, bindings) for e in t.offset)
-                stmt = replace(stmt, **{field_name: replace(t, offset=offset)})
+        if isinstance(stmt, (Fill, LoadFrag, StoreFrag)) and stmt.frag.name == acc:
+            stmt = replace(stmt, frag=FragRef(acc, I, J))
+        def moved(t):
+            return replace(t, offset=tuple(substitute(e, bindings) for e in t.offset))
+
+        match stmt:
+            case Copy():
+                return replace(stmt, src=moved(stmt.src), dst=moved(stmt.dst))
+            case LoadFrag():
+                return replace(stmt, src=moved(stmt.src))
+            case StoreFrag():
+                return replace(stmt, dst=moved(stmt.dst))
         return stmt
 
     body = tuple(rebind(s) for s in run)
