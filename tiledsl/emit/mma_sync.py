@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..ir.dtypes import DTYPES
 from ..ir.expr import Const, Var, evaluate, substitute, variables
 from ..ir.nodes import Fill, For, FragRef, KernelIR, LoadFrag, Mma, SharedTile, StoreFrag
 from ..ir.paths import MMA_SYNC
@@ -34,8 +35,6 @@ LDMATRIX = {
     ("matrix_b", "row"): ("ldmatrix_x2_trans", "lane % 16", "0"),
     ("matrix_b", "col"): ("ldmatrix_x2", "lane / 8 % 2 * 8", "lane % 8"),
 }
-
-_PTX_TYPE = {"f16": "f16", "bf16": "bf16", "f32": "f32"}
 
 _LDMATRIX_HELPERS = """\
 // mma.sync path (mma m16n8k16): ldmatrix moves 8x8 matrices of 16-bit elements from
@@ -73,7 +72,7 @@ __device__ __forceinline__ void ldmatrix_x2_trans(unsigned (&r)[2], const void* 
 def mma_helper(inputs: str, acc: str) -> str:
     """One m16n8k16 instruction: d += a * b, inputs f16 or bf16, accumulators f32 or f16."""
     name = helper_name(inputs, acc)
-    ptx = f"mma.sync.aligned.m16n8k16.row.col.{_PTX_TYPE[acc]}.{inputs}.{inputs}.{_PTX_TYPE[acc]}"
+    ptx = f"mma.sync.aligned.m16n8k16.row.col.{DTYPES[acc].ptx}.{inputs}.{inputs}.{DTYPES[acc].ptx}"
     if acc == "f32":
         return f"""__device__ __forceinline__ void {name}(float (&d)[4], const unsigned (&a)[4],
                                                const unsigned (&b)[2]) {{

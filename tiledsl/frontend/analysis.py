@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import Collector
+from ..ir.dtypes import DTYPE_NAMES
 from ..ir.expr import Const
-from ..ir.gemm import DTYPES, LAYOUTS, Gemm
+from ..ir.gemm import LAYOUTS, Gemm
 from ..ir.nodes import DTYPE_BYTES, SMEM_ALIGN, lanes_per_warp, xor_geometry
 from ..ir.schedule import Schedule
 from ..ir.targets import DEFAULT_TARGET, TARGETS, Target
@@ -57,7 +58,8 @@ def analyze(
     # An operand of an unknown element type or layout is already refused: the checks
     # that need its element size or its orientation skip the GEMM, and nothing is lowered.
     if gemm is not None and not all(
-        op.dtype in DTYPES and op.layout in LAYOUTS for op in (gemm.a, gemm.b, gemm.c, *gemm.extras)
+        op.dtype in DTYPE_NAMES and op.layout in LAYOUTS
+        for op in (gemm.a, gemm.b, gemm.c, *gemm.extras)
     ):
         gemm = None
     _check_shapes(sched, target, gemm, errs)
@@ -117,13 +119,13 @@ def _check_pad_alignment(sched: Schedule, gemm: Gemm, op, pad: int, loc, errs: C
 
 def _check_types(gemm: Gemm, sched: Schedule, target: Target, errs: Collector) -> None:
     for op in (gemm.a, gemm.b):
-        if op.dtype in DTYPES and op.dtype not in target.mma_shapes:  # else: unknown, refused
+        if op.dtype in DTYPE_NAMES and op.dtype not in target.mma_shapes:  # else: unknown, refused
             errs.add(
                 op.loc,
                 f"{target.name} tensor cores take no {op.dtype} inputs",
                 "inputs may be " + " or ".join(target.mma_shapes),
             )
-    if gemm.a.dtype != gemm.b.dtype and {gemm.a.dtype, gemm.b.dtype} <= set(DTYPES):
+    if gemm.a.dtype != gemm.b.dtype and {gemm.a.dtype, gemm.b.dtype} <= set(DTYPE_NAMES):
         errs.add(
             gemm.b.loc,
             f"A and B must have one element type; found {gemm.a.dtype} and {gemm.b.dtype}",

@@ -13,8 +13,9 @@ row-major [N, K] is a column-major K x N, an "NT" GEMM).
 from __future__ import annotations
 
 from ..errors import Collector
+from ..ir.dtypes import DTYPE_NAMES
 from ..ir.expr import Const, Expr, Var
-from ..ir.gemm import DTYPES, LAYOUTS, Gemm, OperandInfo
+from ..ir.gemm import LAYOUTS, Gemm, OperandInfo
 from ..limits import INT_MAX
 from . import syntax as S
 
@@ -29,11 +30,11 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
                 op.loc, f"operand '{op.name}' declared twice", "give each operand one declaration"
             )
             continue
-        if op.dtype.text not in DTYPES:
+        if op.dtype.text not in DTYPE_NAMES:
             errs.add(
                 op.dtype.loc,
                 f"unknown element type '{op.dtype}'",
-                "element types are " + ", ".join(DTYPES),
+                "element types are " + ", ".join(DTYPE_NAMES),
             )
         if op.layout.text not in LAYOUTS:
             errs.add(

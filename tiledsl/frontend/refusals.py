@@ -44,33 +44,11 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
             f"(this schedule has stages {s.stages})",
             "write `copy sync 16`, or `stages 2` or more",
         )
-    elif s.copy_mode not in ("sync", "async"):
-        errs.add(
-            s.loc("copy"),
-            f"unknown copy mode '{s.copy_mode}'",
-            "write `copy sync 16` or `copy async 16`",
-        )
     if s.stages == 0 and "pad" in s.written and s.pad != "none":
         errs.add(
             s.loc("pad"),
             "pad changes shared-memory rows, and stages 0 has none",
             "drop the pad directive, or stage through shared memory with `stages 1`",
-        )
-    if s.swizzle not in ("none", "grouped", "zigzag"):
-        errs.add(
-            s.loc("swizzle"),
-            f"unknown swizzle '{s.swizzle}'",
-            "write `swizzle none`, `swizzle grouped 8` or `swizzle zigzag 2`",
-        )
-    if s.sync not in ("all", "minimal"):
-        errs.add(
-            s.loc("sync"), f"unknown sync mode '{s.sync}'", "write `sync all` or `sync minimal`"
-        )
-    if s.load_order not in ("ab", "ba", "alternate"):
-        errs.add(
-            s.loc("load_order"),
-            f"unknown load order '{s.load_order}'",
-            "write `load_order ab`, `ba` or `alternate`",
         )
     for op in (g.c, *g.extras):
         if op.dtype == "bf16" and t.vendor == "musa":
@@ -94,12 +72,6 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
             f"epilogue_via direct with {g.c.dtype} C and an {s.accumulate} accumulator",
             "a conversion, which a WMMA fragment store cannot do",
             "write `epilogue_via shared` (C is converted as it leaves shared memory)",
-        )
-    elif s.epilogue_via not in ("direct", "shared"):
-        errs.add(
-            s.loc("epilogue_via"),
-            f"unknown epilogue_via '{s.epilogue_via}'",
-            "write `epilogue_via direct` or `epilogue_via shared`",
         )
     if s.attributes and t.vendor != "musa":
         errs.add(

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir.dtypes import STORAGE, VALUE, decode, encode, round_bf16
+from ..ir.dtypes import DTYPES, STORAGE, VALUE, decode, encode, round_bf16
 from ..ir.gemm import Gemm, OperandInfo
 
 NP_OUT = STORAGE  # the output array's dtype in memory (bf16: its bits)
@@ -35,7 +35,7 @@ NP_OUT = STORAGE  # the output array's dtype in memory (bf16: its bits)
 #: so every partial sum stays an integer of magnitude <= 4 * 500 + 2 < 2048, exact in f16.
 F16_ACTIVE_K = 500
 #: The largest finite value of each type: past it a rounding step gives ±inf.
-FINITE_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38}
+FINITE_MAX = {name: d.finite_max for name, d in DTYPES.items()}
 
 
 def xp_of(array):

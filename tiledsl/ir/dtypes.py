@@ -1,5 +1,7 @@
-"""Element types on the host: how f16, bf16 and f32 are stored and computed with.
+"""Element types: the one table of what each is, in memory, in C, in PTX and on the host.
 
+    DTYPES["bf16"].bytes     # 2
+    DTYPES["bf16"].c_type    # "__nv_bfloat16"
     STORAGE["bf16"]          # numpy dtype of the bytes in memory (uint16 bit patterns)
     VALUE["bf16"]            # numpy dtype values are computed in (float32)
     encode(x, "bf16")        # values -> storage, rounding to nearest even like __float2bfloat16
@@ -13,10 +15,39 @@ function works on numpy and CuPy arrays alike.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import numpy as np
 
-STORAGE = {"f16": np.float16, "bf16": np.uint16, "f32": np.float32}
-VALUE = {"f16": np.float16, "bf16": np.float32, "f32": np.float32}
+DTypeName = Literal["f16", "bf16", "f32"]
+
+
+@dataclass(frozen=True)
+class DType:
+    name: DTypeName
+    bytes: int
+    c_type: str  # its CUDA spelling (cuda_fp16.h, cuda_bf16.h)
+    ptx: str  # its spelling in PTX instruction types (mma.sync, wgmma)
+    storage: type  # numpy type of its bits in memory
+    value: type  # numpy type its values are computed in on the host
+    finite_max: float  # the largest finite value: past it a rounding step gives ±inf
+
+
+DTYPES: dict[str, DType] = {
+    d.name: d
+    for d in (
+        DType("f16", 2, "half", "f16", np.float16, np.float16, 65504.0),
+        DType("bf16", 2, "__nv_bfloat16", "bf16", np.uint16, np.float32, 3.3895313892515355e38),
+        DType("f32", 4, "float", "f32", np.float32, np.float32, 3.4028234663852886e38),
+    )
+}
+DTYPE_NAMES: tuple[str, ...] = tuple(DTYPES)
+# The table's columns by name, for the many places that want one of them.
+DTYPE_BYTES = {n: d.bytes for n, d in DTYPES.items()}
+C_TYPES = {n: d.c_type for n, d in DTYPES.items()}
+STORAGE = {n: d.storage for n, d in DTYPES.items()}
+VALUE = {n: d.value for n, d in DTYPES.items()}
 
 
 def _xp(array):

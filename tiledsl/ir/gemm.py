@@ -10,12 +10,13 @@ declarations and the computation line (tiledsl.frontend.computation).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ..errors import Loc
 from .expr import Expr, Var
 
-DTYPES = ("f16", "bf16", "f32")
-LAYOUTS = ("row", "col")
+Layout = Literal["row", "col"]
+LAYOUTS: tuple[str, ...] = ("row", "col")
 
 
 @dataclass(frozen=True)
@@ -23,9 +24,9 @@ class OperandInfo:
     """A declared operand: element (r, c) of a row-major [R, C] operand is at r * C + c."""
 
     name: str
-    dtype: str
+    dtype: str  # a DTypeName once the analysis has accepted it
     dims: tuple[Expr, ...]
-    layout: str
+    layout: str  # a Layout once the analysis has accepted it
     loc: Loc = field(compare=False, repr=False)
     batch: Expr | None = None  # the batch count of a batched operand (dims are one matrix's)
 

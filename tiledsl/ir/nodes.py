@@ -36,14 +36,16 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ..errors import NOWHERE, Loc
+from .dtypes import C_TYPES, DTYPE_BYTES, DTypeName  # noqa: F401 (sizes, C names)
 from .expr import ZERO, Expr, floordiv, lift, mod, mul, to_c, xor
-from .gemm import Gemm
-from .schedule import Schedule
+from .gemm import Gemm, Layout
+from .schedule import CopyMode, Schedule
 from .targets import Target
 
-DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
-C_TYPES = {"f16": "half", "bf16": "__nv_bfloat16", "f32": "float"}
-
+BarrierScope = Literal["block", "warp"]  # __syncthreads, or the IR warp's own barrier
+CopyIssuer = Literal["block", "warp"]  # all threads of the block, or each warp's lanes
+FragmentRole = Literal["matrix_a", "matrix_b", "accumulator"]
+Axis = Literal["cols", "rows"]
 
 #: The loops a pass looks for: the block steps along K and, inside, the fragment steps.
 LoopRole = Literal["", "k_blocks", "k_fragments"]
@@ -92,7 +94,7 @@ class SharedBuffer:
     """
 
     name: str
-    dtype: str
+    dtype: DTypeName
     slots: int
     rows: int
     cols: int
@@ -100,7 +102,7 @@ class SharedBuffer:
     purpose: str  # what it holds, for the IR text and the emitted comment
     loc: Loc = field(default=NOWHERE, compare=False)
     per_warp: bool = False  # one slot per warp, indexed by `warp`
-    layout: str = "row"
+    layout: Layout = "row"
     alias: str | None = None  # shares the bytes of this buffer (a union), e.g. Cs over As
     xor: bool = False  # `pad xor`: each line's 16-byte chunks permuted (see xor_geometry)
     # wgmma's 128-byte swizzle: each line cut into `panel`-element pieces (128 bytes), the
@@ -186,10 +188,10 @@ class Fragment:
     """A WMMA fragment array `name[count_i][count_j]`, held by each warp."""
 
     name: str
-    role: str  # "matrix_a", "matrix_b", "accumulator"
+    role: FragmentRole
     shape: tuple[int, int, int]
-    dtype: str
-    layout: str | None  # "row" / "col" for matrix_a/b; None for the accumulator
+    dtype: str  # the inputs' type, or the accumulator's
+    layout: Layout | None  # for matrix_a/b; None for the accumulator
     count: tuple[int, int] = (1, 1)
 
     @property
@@ -222,10 +224,10 @@ class Copy:
     dst: Tile
     src: Tile
     vector: int  # elements per chunk (one vector load/store)
-    by: str  # "block" or "warp"
-    mode: str = "sync"  # "sync" or "async"
+    by: CopyIssuer
+    mode: CopyMode = "sync"
     loc: Loc = field(default=NOWHERE, compare=False)
-    axis: str = "cols"  # vectors run along a row ("cols") or down a column ("rows")
+    axis: Axis = "cols"  # vectors run along a row ("cols") or down a column ("rows")
     # Edge tiles: elements of the global side outside the operand are not touched; a load
     # fills them with zeros (they add nothing to the product), a store skips them.
     guard: bool = False
@@ -260,7 +262,7 @@ class StoreFrag:
 
 @dataclass(frozen=True)
 class Barrier:
-    scope: str  # "block" (__syncthreads) or "warp" (__syncwarp)
+    scope: BarrierScope  # "block": __syncthreads; "warp": the IR warp's (__syncwarp)
     reason: str
     loc: Loc = field(default=NOWHERE, compare=False)
 

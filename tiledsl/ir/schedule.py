@@ -8,11 +8,20 @@ directive that asked; everything after the front end reads the schedule, never t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ..errors import Loc
 from .expr import Const
 from .paths import PATHS, InstructionName, InstructionPath
 from .targets import DEFAULT_TARGET
+
+# The closed sets of words the directives take (the grammar admits no others).
+CopyMode = Literal["sync", "async"]
+PadMode = Literal["auto", "none", "xor", "explicit"]
+SwizzleKind = Literal["none", "grouped", "zigzag"]
+SyncMode = Literal["all", "minimal"]
+LoadOrder = Literal["ab", "ba", "alternate"]
+EpilogueVia = Literal["direct", "shared"]
 
 
 @dataclass(frozen=True)
@@ -25,18 +34,18 @@ class Schedule:
     coarsen: tuple[int, int] = (1, 1)
     stages: int = 2
     fragment_buffers: int = 1  # 2: A and B fragments double-buffered in registers
-    copy_mode: str = "async"
+    copy_mode: CopyMode = "async"
     copy_bytes: int = 16
-    pad: str = "auto"  # "auto", "none", "xor" or "explicit"
+    pad: PadMode = "auto"  # explicit: `pad A n, B n`
     pad_a: int = 0
     pad_b: int = 0
-    swizzle: str = "grouped"
+    swizzle: SwizzleKind = "grouped"
     swizzle_param: int = 8
-    sync: str = "minimal"
-    load_order: str = "ab"
-    accumulate: str = "f32"
+    sync: SyncMode = "minimal"
+    load_order: LoadOrder = "ab"
+    accumulate: str = "f32"  # a DTypeName once the analysis has accepted it
     epilogue: tuple[tuple[str, ...], ...] = ()
-    epilogue_via: str = "direct"
+    epilogue_via: EpilogueVia = "direct"
     target: str = DEFAULT_TARGET
     attributes: tuple[str, ...] = ()
     target_from_command_line: bool = False

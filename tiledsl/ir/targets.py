@@ -10,8 +10,10 @@ reports.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 Shape = tuple[int, int, int]
+Vendor = Literal["cuda", "musa"]
 
 _WMMA_F16: tuple[Shape, ...] = ((16, 16, 16), (32, 8, 16), (8, 32, 16))
 # mma.sync PTX (sm_80+), written `mma m16n8k16`: the instruction WMMA's 16 x 16 x 16 is
@@ -27,7 +29,7 @@ _WGMMA = {"f16": _WGMMA_F16, "bf16": _WGMMA_F16}
 
 @dataclass(frozen=True)
 class Target:
-    vendor: str  # "cuda" or "musa"
+    vendor: Vendor
     arch: str  # "sm_90", "mp_22", ...
     warp_width: int
     max_threads_per_block: int

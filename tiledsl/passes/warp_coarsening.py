@@ -122,6 +122,7 @@ def _per_fragment(run, kernel: KernelIR, bindings, loc):
     def rebind(stmt):
         if isinstance(stmt, (Fill, LoadFrag, StoreFrag)) and stmt.frag.name == acc:
             stmt = replace(stmt, frag=FragRef(acc, I, J))
+
         def moved(t):
             return replace(t, offset=tuple(substitute(e, bindings) for e in t.offset))
 
