@@ -14,6 +14,34 @@ ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
+# The slow tier: tests that build with nvcc or clang, run the interpreter over every
+# example and stage, or search (fuzz, property tests). `pytest -m "not slow"` leaves
+# them out for a quick edit-test loop; CI runs everything.
+SLOW_TESTS = {
+    "test_cli.py::test_run_cpu_passes_every_check",
+    "test_edges.py::test_any_shape_any_layout_is_exact",
+    "test_edges.py::test_check_says_which_kernel_runs_a_size",
+    "test_edges.py::test_every_example_with_shared_tiles_runs_odd_sizes",
+    "test_examples.py::test_every_stage_emits_and_runs_correctly",
+    "test_examples.py::test_interpreter_at_the_default_size",
+    "test_fragment_buffering.py::test_musa_runs_in_the_interpreter_and_type_checks",
+    "test_fuzz.py::test_fuzz_the_command_line",
+    "test_mma_sync.py::test_interpreter_multiple_and_odd_size",
+    "test_musa.py::test_s4000_is_exact_with_128_thread_warps",
+    "test_passes_property.py::test_random_valid_schedules_are_exact_and_race_free",
+    "test_tune.py::test_the_hgemm_space_prunes_to_72_points_that_compile",
+    "test_wgmma.py::test_interpreter_multiple_and_odd_size",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the slow tier: every test that needs nvcc or clang, and SLOW_TESTS."""
+    for item in items:
+        name = f"{Path(str(item.fspath)).name}::{item.originalname}"
+        if name in SLOW_TESTS or item.get_closest_marker("nvcc"):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden/ files")
 

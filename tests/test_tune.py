@@ -480,3 +480,16 @@ def test_tune_on_the_gpu(tmp_path: Path, capsys) -> None:
     again = gpu_timer()
     assert run(tmp_path, again, text=text, size=(512, 512, 256), jobs=2) == 0
     assert f"reused {len(ok)} results" in capsys.readouterr().out
+
+
+SPACES = sorted((ROOT / "examples" / "spaces").glob("*.tile"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("space", SPACES, ids=[p.name for p in SPACES])
+def test_every_shipped_space_leaves_points_to_time(space: Path, capsys) -> None:
+    """A tuning space in examples/spaces/ that prunes to nothing would tune nothing."""
+    r = cli(["tune", str(space), "--dry-run", "--jobs", "1"], capsys)
+    assert r.code == 0, r.err
+    summary = r.out.strip().splitlines()[-1]
+    assert summary.startswith("tune --dry-run: ") and " 0 to time" not in summary, summary
