@@ -114,8 +114,12 @@ def lower_program(
         if after_each:
             after_each(stage, kernel, ran)
 
+    def verified(stage: str, kernel: KernelIR, ran: bool) -> None:
+        if ran:
+            verify(kernel, stage)
+
     def build_twin(analysis: Analysis) -> KernelIR:
-        return run_pipeline(lower(analysis), stop_after, lambda st, k, ran: ran and verify(k, st))
+        return run_pipeline(lower(analysis), stop_after, verified)
 
     kernels = []
     over_limits = Collector()  # every kernel's, reported together after the last one

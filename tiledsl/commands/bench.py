@@ -20,6 +20,7 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from .. import __version__
 from ..files import write_outputs
 from ..interp.oracle import Check, check_exact, check_statistical
 from ..ir.targets import build_arch
+
+if TYPE_CHECKING:
+    from ..gpu.timing import Timing
 
 FLOP_PER_MAC = 2
 
@@ -49,7 +53,7 @@ class Row:
     size: tuple[int, int, int]
     output: str  # C's dtype
     checks: list[Check] = field(default_factory=list)
-    timing: object | None = None  # tiledsl.gpu.timing.Timing
+    timing: Timing | None = None
     skipped: str = ""  # why the row has no measurement
     cublas_ms: float | None = None  # the same kernel's cuBLAS row, for the ratio
     notes: list[str] = field(default_factory=list)

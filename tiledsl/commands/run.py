@@ -30,7 +30,7 @@ from ..interp.oracle import (
 )
 from ..ir.dtypes import encode
 from ..ir.epilogue import Epilogue
-from ..ir.expr import Const
+from ..ir.expr import Const, Var
 from ..ir.nodes import KernelIR
 from ..ir.targets import build_arch
 from ..limits import INT_MAX, interpreter_problem, size_problems
@@ -124,6 +124,7 @@ def check_size(kernel: KernelIR, size: tuple[int, int, int], batch: int = 1) -> 
     elif isinstance(g.batch, Const) and g.batch.value != batch:
         problems.append(f"the batch is fixed to {g.batch.value} by the declaration, not {batch}")
     elif g.batch is not None and not isinstance(g.batch, Const):
+        assert isinstance(g.batch, Var)  # a declared dimension: a number or a name
         extra[g.batch.name] = batch
     for dim, value, tile, what in zip((g.m, g.n, g.k), size, kernel.schedule.block, "MNK"):
         if isinstance(dim, Const) and dim.value != value:
@@ -263,7 +264,8 @@ def run_gpu(
         m, n, k = size
         # A batch reads `batch` matrices of each batched operand: sets sized to match.
         set_size = (m * batch, n * batch, k) if batch != 1 else size
-        clock, sets, set_bytes = CudaClock(arch), *rotated_sets(set_size, seed)
+        clock = CudaClock(arch)
+        sets, set_bytes = rotated_sets(set_size, seed)
         calls = kernel_calls(kernel, run, sizes, size, sets, batch)
         mine = time_calls(calls, clock, repeat=repeat, set_bytes=set_bytes)
         report.time_ms = mine.median_ms

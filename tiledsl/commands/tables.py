@@ -6,7 +6,7 @@ from __future__ import annotations
 def text_table(
     headers: list[str],
     rows: list[list[str]],
-    right: set[int] = frozenset(),
+    right: set[int] | frozenset[int] = frozenset(),
     indent: str = "",
 ) -> list[str]:
     """Plain aligned columns, two spaces apart; `right` columns are right-aligned."""

@@ -97,7 +97,8 @@ __device__ __forceinline__ void cp_async_wait() {
         """Each path's helpers for the kernels on it, and the XOR swizzle's (pad xor)."""
         everyone = [*kernels, *(k.edge for k in kernels if k.edge is not None)]
         swizzle = [_XOR_HELPER, ""] if any(b.xor for k in everyone for b in k.buffers) else []
-        before, after = [], []
+        before: list[str] = []
+        after: list[str] = []
         for lowering in LOWERINGS.values():
             mine = tuple(k for k in kernels if k.schedule.path is lowering.path)
             (after if lowering.helpers_after_swizzle else before).extend(lowering.helpers(mine))
@@ -169,6 +170,7 @@ __device__ __forceinline__ void cp_async_wait() {
         ]
         if s.epilogue:
             ep = Epilogue.of(s, k.gemm)
+            assert ep is not None  # the schedule has one
             out += [
                 notes["epilogue"],
                 f"constexpr float ALPHA = {float(ep.alpha)!r}f, BETA = {float(ep.beta)!r}f;",
@@ -329,7 +331,7 @@ __device__ __forceinline__ void cp_async_wait() {
             return self._guarded_copy(k, c)
         src_t, dst_t = self.dtype_of(k, c.src), self.dtype_of(k, c.dst)
         along_rows = c.axis == "cols"  # vectors along a row: chunks walk rows
-        line, lines = (c.src.cols, c.src.rows) if along_rows else (c.src.rows, c.src.cols)
+        line, lines_n = (c.src.cols, c.src.rows) if along_rows else (c.src.rows, c.src.cols)
         row_vecs = line // c.vector
         who = f"all {k.threads} threads" if c.by == "block" else "the lanes of each warp"
         src_el, dst_el = self.element(k, c.src, "r", "c"), self.element(k, c.dst, "r", "c")
@@ -337,13 +339,14 @@ __device__ __forceinline__ void cp_async_wait() {
             f"// copy {c.src.rows}x{c.src.cols} {self.tile_name(c.src)} -> "
             f"{self.tile_name(c.dst)}: "
             f"{c.vector}-element vectors, spread over {who}",
-            *self._chunk_loop(k, c, lines * row_vecs),
+            *self._chunk_loop(k, c, lines_n * row_vecs),
             f"    const int r = v / {row_vecs}, c = v % {row_vecs} * {c.vector};"
             if along_rows
             else f"    const int c = v / {row_vecs}, r = v % {row_vecs} * {c.vector};",
         ]
         nbytes = c.vector * DTYPE_BYTES[src_t]
         if c.epilogue is not None:
+            assert isinstance(c.dst, GlobalTile)  # an epilogue copy stores into C
             _, gcol = self.global_rc(c.dst, "r", "c")
             lines += [
                 f"    const int gc = {gcol};  // the column in {c.dst.operand}",
@@ -404,6 +407,7 @@ __device__ __forceinline__ void cp_async_wait() {
         """
         src_t, dst_t = self.dtype_of(k, c.src), self.dtype_of(k, c.dst)
         glob = global_side(c)
+        assert glob is not None  # a guarded copy has a global side
         op = k.gemm.operand(glob.operand)
         rows_bound, cols_bound = (self.expr(d) for d in op.dims[-2:])
         along_rows = c.axis == "cols"
@@ -480,6 +484,7 @@ __device__ __forceinline__ void cp_async_wait() {
         (__fmul_rn / __fadd_rn: no fused multiply-add, so the exact oracle can replay it).
         Needs `gc`, the chunk's first column in C."""
         ep = c.epilogue
+        assert ep is not None  # called for epilogue copies only
         src_t, dst_t = self.dtype_of(k, c.src), self.dtype_of(k, c.dst)
         col = "gc + e" if along_rows else "gc"
         out = [f"float x = {self._converted(f'(&{src_el})[e]', src_t, 'f32')};"]

@@ -190,7 +190,10 @@ def paired_loop(emitter, k: KernelIR, loop: For) -> list[str] | None:
     load = loop.body[0]
     if not isinstance(load.src, SharedTile) or k.fragment(load.frag.name).role != "matrix_b":
         return None
-    count = loop.stop.value - loop.start.value if isinstance(loop.stop, Const) else 0
+    count = 0
+    if isinstance(loop.stop, Const):
+        assert isinstance(loop.start, Const)  # fragment loops start at Const(0)
+        count = loop.stop.value - loop.start.value
     j = Var(loop.var)
     # Fragment j + 1 must sit MMA_N columns after fragment j, and in the next registers.
     if count % 2 or loop.step != 1 or load.frag.i != substitute(load.frag.i, {loop.var: j + 1}):

@@ -53,6 +53,7 @@ class MusaEmitter(CudaEmitter):
         ]
         launches = [(k, launch)]
         if launch.edge is not None:
+            assert k.edge is not None  # launch_of gives the twin, and only it, an edge launch
             launches.append((k.edge, launch.edge))
         for kernel, each in launches:
             if each.smem_bytes > 48 * 1024:
@@ -64,6 +65,7 @@ class MusaEmitter(CudaEmitter):
         if launch.edge is None:
             out.append(f"    {call}")
         else:
+            assert k.edge is not None  # as above
             (bm, bn, bk), g = k.schedule.block, k.gemm
             fits = " && ".join(
                 f"{to_c(dim, named=False)} % {tile} == 0"

@@ -76,9 +76,11 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
         ),
     }
     if s.epilogue:
+        epilogue = Epilogue.of(s, k.gemm)
+        assert epilogue is not None  # the schedule has one
         notes["epilogue"] = (
             "epilogue " + ", ".join(" ".join(g) for g in s.epilogue),
-            f"each C element, as the lanes store it: {Epilogue.of(s, k.gemm).describe()}",
+            f"each C element, as the lanes store it: {epilogue.describe()}",
         )
     if s.attributes:
         notes["attributes"] = (

@@ -43,21 +43,21 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
                 "a layout is `row` (row-major) or `col` (column-major)",
             )
         dims: list[Expr] = []
-        for dim in op.dims:
-            if isinstance(dim, S.Num):
-                if isinstance(dim.value, float) or not 1 <= dim.value <= INT_MAX:
+        for written in op.dims:
+            if isinstance(written, S.Num):
+                if isinstance(written.value, float) or not 1 <= written.value <= INT_MAX:
                     errs.add(
-                        dim.loc,
+                        written.loc,
                         f"a dimension is a name or an integer from 1 to {INT_MAX}, "
-                        f"found {dim.text}",
+                        f"found {written.text}",
                         "e.g. `A: f16[M, K] row` or `A: f16[4096, 4096] row` (the kernel's "
                         "sizes are 32-bit ints)",
                     )
                     dims.append(Const(1))
                 else:
-                    dims.append(Const(int(dim.value)))
+                    dims.append(Const(int(written.value)))
             else:
-                dims.append(Var(dim.text))
+                dims.append(Var(written.text))
         operands[op.name] = OperandInfo(op.name, op.dtype.text, tuple(dims), op.layout.text, op.loc)
 
     if not kernel.computations:

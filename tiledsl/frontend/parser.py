@@ -14,6 +14,7 @@ import difflib
 import re
 from functools import cache
 from pathlib import Path
+from typing import cast
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
@@ -61,6 +62,9 @@ def parse(source: str, file: str = "<string>") -> syntax.Program:
 
 
 def _token_loc(file: str, tok: Token) -> Loc:
+    # Lexed tokens carry all four positions (lark types them optional for hand-made tokens).
+    assert tok.line is not None and tok.column is not None
+    assert tok.end_line is not None and tok.end_column is not None
     return Loc(file, tok.line, tok.column, tok.end_line, tok.end_column)
 
 
@@ -100,6 +104,18 @@ class _Builder(Transformer):
             return Word(str(child), _token_loc(self.file, child))
         return child
 
+    def _word(self, child) -> Word:
+        """An argument the grammar makes a NAME."""
+        arg = self._arg(child)
+        assert isinstance(arg, Word)
+        return arg
+
+    def _dim(self, child) -> Word | Num:
+        """An operand's dimension: a NAME or an INT."""
+        arg = self._arg(child)
+        assert isinstance(arg, (Word, Num))
+        return arg
+
     def start(self, meta, children) -> tuple[Kernel, ...]:
         return tuple(children)
 
@@ -120,9 +136,9 @@ class _Builder(Transformer):
         name, dtype, *dims, layout = children
         return Operand(
             str(name),
-            self._arg(dtype),
-            tuple(self._arg(d) for d in dims),
-            self._arg(layout),
+            self._word(dtype),
+            tuple(self._dim(d) for d in dims),
+            self._word(layout),
             self._loc(meta),
         )
 
@@ -132,14 +148,16 @@ class _Builder(Transformer):
 
     def access(self, meta, children) -> Access:
         name, *indices = children
-        return Access(str(name), tuple(self._arg(i) for i in indices), self._loc(meta))
+        return Access(str(name), tuple(self._word(i) for i in indices), self._loc(meta))
 
     def group(self, meta, children) -> tuple[syntax.Arg, ...]:
         return tuple(self._arg(c) for c in children)
 
     def call(self, meta, children) -> Call:
         name, arg = children
-        return Call(self._arg(name), self._arg(arg), self._loc(meta))
+        num = self._arg(arg)
+        assert isinstance(num, Num)  # the grammar's INT
+        return Call(self._word(name), num, self._loc(meta))
 
     def num(self, meta, children) -> Num:
         return _number(self.file, children[0])
@@ -363,7 +381,9 @@ def _bad_characters(
     e: UnexpectedCharacters, source: str, file: str, expected: set[str], usage: str
 ) -> TileError:
     """Text that no terminal matches: a malformed number, or a stray character."""
-    pos = e.pos_in_stream
+    # lark declares pos_in_stream None on the base class; UnexpectedCharacters sets the
+    # lexer's position
+    pos = cast(int, e.pos_in_stream)
     bad = _BAD_NUMBER_RE.match(source, pos)
     if bad:
         return _fail(
@@ -388,6 +408,7 @@ def _unknown_directive(source: str, file: str, name: Token, found: Token) -> Til
     if found.type == "NAME" and source.startswith("[", found.end_pos):
         # `A f16[M, K] row`: an operand declaration without its colon.
         end = name.end_pos
+        assert end is not None  # a lexed token
         return _fail(
             source,
             _loc_span(file, source, end, end + 1),

@@ -117,7 +117,7 @@ class CudaClock:
 
     def __init__(self, arch: str):
         self.arch = arch
-        self._hold = None
+        self._hold: Callable[..., object] | None = None  # a CuPy RawKernel, once compiled
 
     def event(self):
         import cupy

@@ -69,7 +69,8 @@ def cuda_roots() -> list[Path]:
 def parse_ptxas(log: str) -> dict[str, PtxasReport]:
     """Per-kernel reports from `nvcc -Xptxas -v` output."""
     reports: dict[str, PtxasReport] = {}
-    current, fields = None, {}
+    current: str | None = None
+    fields: dict[str, int] = {}
     for line in log.splitlines():
         m = re.search(r"Function properties for (\S+)", line) or re.search(
             r"Compiling entry function '([^']+)'", line

@@ -38,6 +38,7 @@ def check_fragment_pointer(memory: Memory, tile: Tile, stmt, read_async: bool) -
     match path.accumulators if role == "accumulator" else path.operands:
         case "descriptor":
             if read_async:
+                assert isinstance(tile, SharedTile)  # wgmma reads its operands from shared
                 _check_descriptor(memory, tile, stmt, size, base)
         case "lane_rows" | "lane_pairs":
             _check_lane_pointers(memory, tile, stmt, size, base)
@@ -58,7 +59,7 @@ def check_vectors(memory: Memory, c: Copy, tile: Tile, flat, whole, text: str) -
     if (np.diff(chunks, axis=-1) != 1).any():
         raise InterpreterError(
             f"{text}: a vector's elements are not contiguous "
-            f"in {getattr(tile, 'buffer', None) or tile.operand}"
+            f"in {tile.buffer if isinstance(tile, SharedTile) else tile.operand}"
         )
 
 
@@ -108,6 +109,7 @@ def _check_lane_pointers(memory: Memory, tile: Tile, stmt, size: int, base: int)
     elements of a row-major row at once; each such address must be aligned to its width."""
     kernel = memory.kernel
     frag = kernel.fragment(stmt.frag.name)
+    layout: str
     if isinstance(tile, SharedTile):
         layout = kernel.buffer(tile.buffer).layout
     else:

@@ -142,7 +142,7 @@ class _Interpreter:
         for name, e in mapping.items():  # in order: each step may use the ones before
             env[name] = checked_int(e, env, name)
         env.update(self.warp_env)
-        frags = {
+        frags: dict[str, np.ndarray] = {
             f.name: np.zeros((self.warps, *f.count, f.rows, f.cols), VALUE[f.dtype])
             for f in self.kernel.fragments
         }
@@ -303,7 +303,7 @@ class _Interpreter:
         rows, cols, v = copy_chunks(c)
         issuers = self._copy_issuers(c, v, cols)
         text = stmt_text(c)
-        inside: list = [] if c.guard else None
+        inside: list | None = [] if c.guard else None
         src, sflat, sunits = blk.memory.locate(c.src, rows, cols, text, inside)
         dst, dflat, dunits = blk.memory.locate(c.dst, rows, cols, text, inside)
         shape = np.broadcast_shapes(sflat.shape, dflat.shape, issuers.shape)
@@ -345,8 +345,10 @@ class _Interpreter:
             return None, whole
         # As emitted: a whole vector only inside the operand and with an aligned
         # leading dimension; element by element (no alignment needed) elsewhere.
+        assert inside is not None  # a guarded copy's bounds, collected by locate
         mask = np.broadcast_to(inside[0], shape)
         glob = c.src if isinstance(c.src, GlobalTile) else c.dst
+        assert isinstance(glob, GlobalTile)  # a guarded copy has a global side
         ld = int(evaluate(self.kernel.gemm.operand(glob.operand).leading_dim, blk.env))
         return mask, mask.all(axis=-1) & (ld % c.vector == 0)
 
@@ -372,10 +374,11 @@ class _Interpreter:
     def _epilogue(self, blk: _Block, c: Copy, stored, dst, dflat, cols, shape):
         """C's storage values after the epilogue: as the kernel computes them, in float32."""
         ep = c.epilogue
+        assert ep is not None and isinstance(c.dst, GlobalTile)  # a store into C
         memory = blk.memory
         acc = decode(stored, memory.dtype(c.src)).astype(np.float32)
         c_old = decode(dst[dflat], memory.dtype(c.dst)) if ep.reads_c else None
-        biases = {}
+        biases: dict[str, np.ndarray] = {}
         if ep.bias_operands:
             col = np.asarray(evaluate(c.dst.origin[1], blk.env)).reshape(-1, 1, 1)
             col = col + np.asarray(evaluate(c.dst.offset[1], blk.env)).reshape(-1, 1, 1) + cols

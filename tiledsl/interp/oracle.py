@@ -55,7 +55,7 @@ def to_storage(op: OperandInfo, logical):
     return encode(xp.ascontiguousarray(matrices).ravel(), op.dtype)
 
 
-def from_storage(op: OperandInfo, flat: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+def from_storage(op: OperandInfo, flat: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """The kernel's 1-D memory as a logical array of values (bf16 as float32)."""
     values = decode(flat, op.dtype)
     if op.layout == "row":

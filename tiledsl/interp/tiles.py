@@ -58,7 +58,7 @@ class Memory:
         self.warps = kernel.warp_count
         self.threads = kernel.threads
         self.arena = np.full(arena_bytes, 0xFF, np.uint8)
-        self.views = {
+        self.views: dict[str, np.ndarray] = {
             b.name: self.arena[offsets[b.name] : offsets[b.name] + b.size_bytes]
             .view(STORAGE[b.dtype])  # bf16: its bits
             .reshape(-1)

@@ -80,6 +80,7 @@ class Epilogue:
             v = v + real(self.beta) * c_old.astype(real)
         for op, name in self.steps:
             if op == "bias":
+                assert biases is not None  # a bias step reads its operand's values
                 v = v + biases[name].astype(real)
             else:
                 v = xp.maximum(v, real(0))

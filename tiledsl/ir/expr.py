@@ -163,10 +163,10 @@ def xor(a: Expr | int, b: Expr | int) -> Expr:
 
 def ceil_div(a: Expr, b: int | Const) -> Expr:
     """ceil(a / b) for a positive constant b, spelled `(a + B - 1) / B` when b is named."""
-    b = lift(b)
-    assert isinstance(b, Const) and b.value > 0
-    less_one = Const(b.value - 1, f"{b.name} - 1" if b.name else None)
-    return floordiv(add(a, less_one), b)
+    divisor = lift(b)
+    assert isinstance(divisor, Const) and divisor.value > 0
+    less_one = Const(divisor.value - 1, f"{divisor.name} - 1" if divisor.name else None)
+    return floordiv(add(a, less_one), divisor)
 
 
 # `^` binds looser than + in C: below every other operator, so it is always bracketed inside one.

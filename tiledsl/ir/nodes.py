@@ -33,7 +33,7 @@ Nodes are frozen; passes build new trees with `dataclasses.replace`. Locations
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypeGuard
 
 from ..errors import NOWHERE, Loc
 from .dtypes import C_TYPES, DTYPE_BYTES, DTypeName  # noqa: F401 (sizes, C names)
@@ -41,6 +41,9 @@ from .expr import ZERO, Expr, floordiv, lift, mod, mul, to_c, xor
 from .gemm import Gemm, Layout
 from .schedule import CopyMode, Schedule
 from .targets import Target
+
+if TYPE_CHECKING:
+    from .epilogue import Epilogue
 
 BarrierScope = Literal["block", "warp"]  # __syncthreads, or the IR warp's own barrier
 CopyIssuer = Literal["block", "warp"]  # all threads of the block, or each warp's lanes
@@ -232,7 +235,7 @@ class Copy:
     # fills them with zeros (they add nothing to the product), a store skips them.
     guard: bool = False
     # The epilogue (tiledsl.ir.epilogue.Epilogue) applied to each element on its way to C.
-    epilogue: object | None = None
+    epilogue: Epilogue | None = None
 
 
 @dataclass(frozen=True)
@@ -412,7 +415,8 @@ def _aligned(nbytes: int, align: int = SMEM_ALIGN) -> int:
 def buffer_offsets(kernel: KernelIR) -> dict[str, int]:
     """Byte offset of each shared buffer inside the kernel's dynamic shared memory."""
     align = kernel.schedule.path.smem_align
-    offsets, at = {}, 0
+    offsets: dict[str, int] = {}
+    at = 0
     for b in kernel.buffers:
         if b.alias is not None:
             offsets[b.name] = offsets[b.alias]  # a union: the bytes of an earlier buffer
@@ -445,7 +449,7 @@ def global_side(copy: Copy) -> GlobalTile | None:
     return next((t for t in (copy.src, copy.dst) if isinstance(t, GlobalTile)), None)
 
 
-def is_loop(stmt: Stmt, role: LoopRole) -> bool:
+def is_loop(stmt: Stmt, role: LoopRole) -> TypeGuard[For]:
     return isinstance(stmt, For) and stmt.role == role
 
 

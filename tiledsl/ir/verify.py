@@ -273,6 +273,7 @@ def _check_fragment_alignment(kernel: KernelIR, errs: Collector) -> None:
     bm, bn, bk = s.block
     known = {name: tile & -tile for name, tile in zip("MNK", (bm, bn, bk))}
     offsets = buffer_offsets(kernel)
+    ld: Expr
     for stmt in walk_stmts(kernel.body):
         if not isinstance(stmt, (LoadFrag, StoreFrag)):
             continue

@@ -100,6 +100,7 @@ def guarded_vectors(kernel: KernelIR) -> list[tuple[OperandInfo, int]]:
     for stmt in walk(kernel.body):
         if isinstance(stmt, Copy) and stmt.guard and stmt.vector > 1:
             tile = global_side(stmt)
+            assert tile is not None  # a guarded copy has a global side
             pair = (kernel.gemm.operand(tile.operand), stmt.vector)
             if pair not in out:
                 out.append(pair)

@@ -19,8 +19,11 @@ through a per-warp shared-memory tile instead (tiledsl.lowering.staging).
 
 from __future__ import annotations
 
+from typing import cast
+
 from ..frontend.analysis import Analysis
 from ..ir.expr import Const, Var, ceil_div
+from ..ir.gemm import Layout
 from ..ir.nodes import (
     K_BLOCKS,
     K_FRAGMENTS,
@@ -60,9 +63,10 @@ def lower(analysis: Analysis) -> KernelIR:
     )
     a, b, acc = FragRef("a"), FragRef("b"), FragRef("acc")
     fragments = (
-        # A fragment reads its tile in the layout the operand is stored in.
-        Fragment("a", "matrix_a", s.mma, g.a.dtype, g.a.layout),
-        Fragment("b", "matrix_b", s.mma, g.b.dtype, g.b.layout),
+        # A fragment reads its tile in the layout the operand is stored in (which the
+        # analysis accepted).
+        Fragment("a", "matrix_a", s.mma, g.a.dtype, cast(Layout, g.a.layout)),
+        Fragment("b", "matrix_b", s.mma, g.b.dtype, cast(Layout, g.b.layout)),
         Fragment("acc", "accumulator", s.mma, s.accumulate, None),
     )
     k_steps = For(

@@ -18,9 +18,12 @@ the naive form must stage an f16 C to be valid code.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import cast
 
+from ..ir.dtypes import DTypeName
 from ..ir.epilogue import Epilogue
 from ..ir.expr import Const, Var
+from ..ir.gemm import Layout
 from ..ir.nodes import (
     DTYPE_BYTES,
     Barrier,
@@ -41,10 +44,11 @@ def stage_epilogue(kernel: KernelIR) -> KernelIR:
     s = kernel.schedule
     acc = kernel.fragment_of("accumulator")
     rows, cols = acc.rows, acc.cols
-    layout = kernel.gemm.c.layout  # staged in C's own layout, so lanes copy contiguous runs
+    # staged in C's own layout, so lanes copy contiguous runs (the analysis accepted it)
+    layout = cast(Layout, kernel.gemm.c.layout)
     buf = SharedBuffer(
         "Cs",
-        acc.dtype,
+        cast(DTypeName, acc.dtype),
         kernel.warp_count,
         rows,
         cols,

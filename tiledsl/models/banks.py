@@ -42,6 +42,7 @@ def _ways(addresses: list[int], unit: int, groups: int) -> int:
 
 
 def copy_ways(kernel: KernelIR, copy: Copy, pitch: int) -> int:
+    assert isinstance(copy.dst, SharedTile)  # a copy into a shared buffer
     buf = kernel.buffer(copy.dst.buffer)
     size = DTYPE_BYTES[buf.dtype]
     width = copy.vector * size
@@ -68,6 +69,7 @@ def copy_ways(kernel: KernelIR, copy: Copy, pitch: int) -> int:
 
 
 def fragment_ways(kernel: KernelIR, load: LoadFrag, pitch: int) -> int:
+    assert isinstance(load.src, SharedTile)  # a load from a shared buffer
     buf = kernel.buffer(load.src.buffer)
     size = DTYPE_BYTES[buf.dtype]
     cols, rows = _storage_shape(buf, load.src.rows, load.src.cols)

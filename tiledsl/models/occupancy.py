@@ -43,7 +43,7 @@ def occupancy(kernel: KernelIR, registers_per_thread: int, source: str = "estima
     reg_note = f"{source}: {registers_per_thread}/thread"
     if regs != registers_per_thread:
         reg_note += f", allocated {regs}"
-    limits = (
+    limits: tuple[Limit, ...] = (
         Limit("threads", t.max_threads_per_sm, kernel.threads),
         Limit("shared memory", t.smem_per_sm, kernel.smem_bytes),
         Limit("registers", t.registers_per_sm, regs * kernel.threads, reg_note),

@@ -41,6 +41,7 @@ from ..ir.nodes import (
     LoadFrag,
     Mma,
     SharedTile,
+    Stmt,
     is_loop,
     map_body,
     walk,
@@ -87,7 +88,8 @@ def _buffered(loop: For, kernel: KernelIR, counts, axes):
     kt, kk = Var(loop.var), Var(steps.var)
     waits = [x for x in loop.body if isinstance(x, AsyncWait)]
     barrier = next(x for x in loop.body if isinstance(x, Barrier))
-    issue = [x for x in loop.body if isinstance(x, (If, AsyncCommit))]
+    issue: list[Stmt] = [x for x in loop.body if isinstance(x, (If, AsyncCommit))]
+    assert isinstance(steps.stop, Const)  # lowering's K_FRAGMENTS loop runs to a constant
     frag_steps = steps.stop.value
     staged = {
         x.src.buffer
@@ -131,7 +133,7 @@ def _buffered(loop: For, kernel: KernelIR, counts, axes):
         *loads_of(Const(0), Const(0), Const(0)),
     )
     next_kk = add(kk, Const(1))
-    at_last = (
+    at_last: tuple[Stmt, ...] = (
         *waits,
         replace(
             barrier,

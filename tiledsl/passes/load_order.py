@@ -10,12 +10,12 @@ tile fetched in one step and the first of the next are of the same operand:
 from __future__ import annotations
 
 from ..ir.expr import Const, Expr
-from ..ir.nodes import Copy, If, Stmt
+from ..ir.nodes import Copy, GlobalTile, If, SharedTile, Stmt
 
 
 def ordered(copies: list[Copy], a_name: str, order: str, step: Expr) -> tuple[Stmt, ...]:
     """The copies of one step in the schedule's order (`copies` holds A's and B's)."""
-    ab = tuple(sorted(copies, key=lambda c: c.src.operand != a_name))
+    ab = tuple(sorted(copies, key=lambda c: operand_tile(c).operand != a_name))
     if order == "ba":
         return ab[::-1]
     if order == "alternate" and len(ab) > 1:
@@ -28,10 +28,22 @@ def copies_in(body) -> list[Copy]:
     out: list[Copy] = []
     for stmt in body:
         if isinstance(stmt, Copy) and stmt.by == "block":
-            if all(c.dst.buffer != stmt.dst.buffer for c in out):
+            if all(staged_tile(c).buffer != staged_tile(stmt).buffer for c in out):
                 out.append(stmt)
         elif isinstance(stmt, If):
             for c in copies_in(stmt.then + stmt.orelse):
-                if all(o.dst.buffer != c.dst.buffer for o in out):
+                if all(staged_tile(o).buffer != staged_tile(c).buffer for o in out):
                     out.append(c)
     return out
+
+
+def operand_tile(copy: Copy) -> GlobalTile:
+    """The operand tile a step's copy reads."""
+    assert isinstance(copy.src, GlobalTile)
+    return copy.src
+
+
+def staged_tile(copy: Copy) -> SharedTile:
+    """The shared tile a step's block copy writes."""
+    assert isinstance(copy.dst, SharedTile)
+    return copy.dst

@@ -36,6 +36,7 @@ A slot is then read until the end of the next step, so copies run S - 2 steps ah
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from ..ir.expr import Const, Var, substitute
@@ -53,11 +54,12 @@ from ..ir.nodes import (
     MmaFence,
     MmaWait,
     SharedTile,
+    Stmt,
     is_loop,
     map_body,
     walk,
 )
-from .load_order import copies_in, ordered
+from .load_order import copies_in, ordered, staged_tile
 
 
 def multi_buffering(kernel: KernelIR) -> KernelIR:
@@ -84,9 +86,9 @@ def _pipeline(loop: For, stages: int, is_async: bool, kernel: KernelIR):
     loc = kernel.schedule.loc("stages")
     kt, steps = Var(loop.var), loop.stop
     copies = copies_in(loop.body)
-    compute = [c for c in loop.body if not isinstance(c, (Copy, Barrier, If))]
+    compute: Sequence[Stmt] = [c for c in loop.body if not isinstance(c, (Copy, Barrier, If))]
     a_name, order = kernel.gemm.a.name, kernel.schedule.load_order
-    names = ", ".join(sorted({c.dst.buffer for c in copies}))
+    names = ", ".join(sorted({staged_tile(c).buffer for c in copies}))
 
     def copies_of(step, slot):
         out = []

@@ -23,8 +23,11 @@ before any warp writes Cs, and done with Cs before the first copies into As.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import cast
 
+from ..ir.dtypes import DTypeName
 from ..ir.expr import Const, Var
+from ..ir.gemm import Layout
 from ..ir.nodes import (
     DTYPE_BYTES,
     K_BLOCKS,
@@ -81,14 +84,14 @@ def _tile_loop(loop: For, kernel: KernelIR, shapes: dict[str, tuple[int, int]]):
         natural = cols if op.layout == "row" else rows
         buf = SharedBuffer(
             name + "s",
-            op.dtype,
+            cast(DTypeName, op.dtype),  # the analysis accepted the operand's type and layout
             1,
             rows,
             cols,
             natural,
             f"block tile of {name}",
             s.loc("stages"),
-            layout=op.layout,
+            layout=cast(Layout, op.layout),
         )
         buffers.append(buf)
         copies.append(

@@ -99,7 +99,8 @@ def brief(err: TileError) -> str:
 def default_size(kernel) -> Size:
     """DEFAULT_EXTENT in each of M, N, K that the declarations leave open."""
     g = kernel.gemm
-    return tuple(d.value if isinstance(d, Const) else DEFAULT_EXTENT for d in (g.m, g.n, g.k))
+    m, n, k = (d.value if isinstance(d, Const) else DEFAULT_EXTENT for d in (g.m, g.n, g.k))
+    return (m, n, k)
 
 
 def cpu_cores() -> int:
@@ -188,17 +189,24 @@ class Outcome:
     def ranked(self) -> list[tuple[Point, Result]]:
         """The points that passed, fastest first (a tie keeps the order they came in)."""
         ok = [(p, r) for p, r in self.results if r.status == "ok"]
-        return sorted(ok, key=lambda pr: pr[1].time_ms)
+        return sorted(ok, key=lambda pr: _timed_ms(pr[1]))
 
     @property
     def failed(self) -> list[tuple[Point, Result]]:
         return [(p, r) for p, r in self.results if r.status != "ok"]
 
 
+def _timed_ms(result: Result) -> float:
+    """The median of a result that passed: an "ok" result is timed."""
+    assert result.time_ms is not None
+    return result.time_ms
+
+
 def describe(size: Size, result: Result) -> str:
     """`0.412 ms  333.6 TFLOP/s  0.38x cuBLAS`, or the failure."""
     if result.status != "ok":
         return f"{result.status.upper()}: {result.detail}"
+    assert result.time_ms is not None  # an ok result is timed
     text = f"{result.time_ms:.3f} ms {tflops(size, result.time_ms):6.1f} TFLOP/s"
     if result.cublas_ms:
         text += f"  {result.cublas_ms / result.time_ms:.2f}x cuBLAS"
@@ -220,7 +228,7 @@ def summary(o: Outcome) -> str:
     if best is None:
         return line + "; no point passed its checks"
     point, result = best
-    ms = result.time_ms
+    ms = _timed_ms(result)
     line += f"; best {ms:.3f} ms {tflops(o.size, ms):.1f} TFLOP/s"
     if result.cublas_ms:
         line += f" ({result.cublas_ms / ms:.2f}x cuBLAS)"
@@ -229,7 +237,10 @@ def summary(o: Outcome) -> str:
 
 def best_file(o: Outcome) -> str:
     """The best point as a plain `.tile` file: a comment saying whence, then its text."""
-    point, r = o.best
+    best = o.best
+    assert best is not None  # written only when a point passed
+    point, r = best
+    assert r.time_ms is not None  # an ok result is timed
     ratio = f", {r.cublas_ms / r.time_ms:.2f}x cuBLAS" if r.cublas_ms else ""
     return (
         f"# The fastest point of {Path(o.file).name} that `tiledsl tune` found at "
@@ -281,6 +292,7 @@ def tune_file(
     # Every point has the file's operands and target (sets hold numbers only): ask one.
     first = next(v for v in verdicts if v.reason is None)
     size = first.size
+    assert size is not None  # a feasible point compiled, at this size
     if dry_run:
         return _dry_run(points, feasible, size, budget)
     timer = timer_factory() if first.vendor == "cuda" else None
@@ -344,10 +356,10 @@ def _search(file, points, verdicts, feasible, size, budget, record, jobs, timer)
                 json.dumps(entry(point, size, timer.device, timer.compiler, file, result)) + "\n"
             )
             log.flush()
-            line = f"{describe(size, result)}  {point.label}"
-            bar.step(line)
+            shown = f"{describe(size, result)}  {point.label}"
+            bar.step(shown)
             if not bar.active:
-                print(f"tune {len(results) - len(reused):>3}/{len(chosen)}  {line}")
+                print(f"tune {len(results) - len(reused):>3}/{len(chosen)}  {shown}")
     pruned = sum(v.reason is not None for v in verdicts)
     return Outcome(file, size, timer.device, timer.compiler, len(points), pruned, results, left, 0)
 

@@ -111,17 +111,18 @@ def write_viz(
         raise UsageError(f"the output {out} is a file, not a directory; give a directory path")
     drawn = [p for p in pictures(compiled) if kernel is None or p.name == kernel]
     result = VizResult(out / "index.html")
-    files: dict[Path, str | bytes] = {}
+    dots: dict[Path, str] = {}
     for k in drawn:
         for p in k.pictures:
             path = out / k.name / f"{p.stem}.dot"
-            files[path] = p.dot
+            dots[path] = p.dot
             result.sources.append(path)
+    files: dict[Path, str | bytes] = dict(dots)
     dot = shutil.which("dot")
     if dot is None:
         result.note = NO_DOT
     else:
-        rendered = render(dict(files), fmt)
+        rendered = render(dict(dots), fmt)
         files.update(rendered)
         result.rendered = list(rendered)
     ext = fmt if dot is not None else "dot"

@@ -45,8 +45,8 @@ def declarations(kernel: KernelIR, previous: KernelIR | None) -> str:
         old_cells = _buffer_cells(old) if old else None
         rows.append(_row(status, b.name, colours[b.name], _buffer_cells(b), old_cells))
     rows.append(_section("fragments (each warp)"))
-    for status, f, old in diff_named(prev.fragments, kernel.fragments):
-        old_cells = _frag_cells(old) if old else None
+    for status, f, old_f in diff_named(prev.fragments, kernel.fragments):
+        old_cells = _frag_cells(old_f) if old_f else None
         rows.append(_row(status, _frag_name(f), colours[f.name], _frag_cells(f), old_cells))
     return (
         '<<TABLE BORDER="1" COLOR="#999999" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3">'
@@ -63,7 +63,7 @@ def data_colours(kernel: KernelIR) -> dict[str, str]:
     g = kernel.gemm
     operands = {g.a.name: "a", g.b.name: "b", g.c.name: "c"}
     roles = {"matrix_a": "a", "matrix_b": "b", "accumulator": "c"}
-    out = {name: style.OPERAND_COLOUR[key] for name, key in operands.items()}
+    out: dict[str, str | None] = {name: style.OPERAND_COLOUR[key] for name, key in operands.items()}
     for f in kernel.fragments:
         out[f.name] = style.OPERAND_COLOUR[roles[f.role]] if f.role in roles else None
     for b in kernel.buffers:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from typing import Protocol, TypeVar
 
 from ..ir.expr import Expr
 from ..ir.nodes import (
@@ -186,11 +187,19 @@ def counts(items: tuple[Item, ...]) -> dict[str, int]:
     return out
 
 
-def diff_named(old: tuple, new: tuple) -> list[tuple[str, object, object | None]]:
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_N = TypeVar("_N", bound=_Named)
+
+
+def diff_named(old: tuple[_N, ...], new: tuple[_N, ...]) -> list[tuple[str, _N, _N | None]]:
     """(status, item, previous) for named declarations (buffers, fragments), by name."""
     before = {x.name: x for x in old}
     now = {x.name for x in new}
-    out = []
+    out: list[tuple[str, _N, _N | None]] = []
     for x in new:
         prev = before.get(x.name)
         status = "added" if prev is None else ("same" if prev == x else "changed")

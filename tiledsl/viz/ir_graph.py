@@ -177,7 +177,7 @@ class _Body:
         cluster = f"cluster_{name}"
         with g.subgraph(name=cluster) as c:
             c.attr(label=self.container_label(item), **_cluster_style(item))
-            anchors = []
+            anchors: list[_Anchor] = []
             # Branches are declared last first: dot lays sibling clusters out right to left
             # here, and then-left-of-else is how code reads.
             for k, (body_name, body_items) in reversed(list(enumerate(item.bodies))):

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import Any, TypeGuard
+
 import graphviz
 import numpy as np
 
@@ -28,6 +30,7 @@ from ..ir.nodes import (
     KernelIR,
     LoadFrag,
     SharedTile,
+    Tile,
 )
 from ..models.banks import tile_buffers
 from . import style
@@ -89,7 +92,11 @@ def sample_grid(kernel: KernelIR) -> tuple[int, int]:
 
 def visiting_order(kernel: KernelIR, tiles_m: int, tiles_n: int) -> dict[str, np.ndarray]:
     """`grid.py`'s steps evaluated for every block id: bm, bn and the intermediate names."""
-    env = {"pid": np.arange(tiles_m * tiles_n), "tiles_m": tiles_m, "tiles_n": tiles_n}
+    env: dict[str, Any] = {
+        "pid": np.arange(tiles_m * tiles_n),
+        "tiles_m": tiles_m,
+        "tiles_n": tiles_n,
+    }
     for name, expr in block_tile(kernel).items():
         env[name] = np.broadcast_to(evaluate(expr, env), env["pid"].shape)
     return env
@@ -267,7 +274,7 @@ def trace_pipeline(kernel: KernelIR, buffers: list[str], steps: int) -> list[Col
 
 
 class _Slots:
-    def __init__(self):
+    def __init__(self) -> None:
         self.held: dict[int, int] = {}  # slot -> the K step last copied into it
         self.unread: set[int] = set()  # slots copied into and not read since
 
@@ -308,7 +315,7 @@ def _run(body, env: dict, column: Column, buffers: list[str], bk: int, slots: _S
                 _run(inner, env, column, buffers, bk, slots)
 
 
-def _in(tile, buffers: list[str]) -> bool:
+def _in(tile: Tile, buffers: list[str]) -> TypeGuard[SharedTile]:
     return isinstance(tile, SharedTile) and tile.buffer in buffers
 
 
