@@ -31,6 +31,11 @@ SLOW_TESTS = {
     "test_passes_property.py::test_random_valid_schedules_are_exact_and_race_free",
     "test_tune.py::test_the_hgemm_space_prunes_to_72_points_that_compile",
     "test_wgmma.py::test_interpreter_multiple_and_odd_size",
+    "test_wgmma.py::test_every_stage_runs_in_the_interpreter",
+    "test_fragment_buffering.py::test_interpreter_multiple_and_odd_size",
+    "test_layouts.py::test_every_layout_is_exact_in_the_interpreter",
+    "test_batched.py::test_batched_products_are_exact",
+    "test_mma_sync.py::test_nvcc_compiles",
 }
 
 
