@@ -662,7 +662,7 @@ def test_the_analysis_counts_shared_memory_as_the_passes_build_it(path):
         for built, staged in ((kernel, s.epilogue_via == "shared"), (kernel.edge, True)):
             if built is None:
                 continue
-            counted = shared_memory_bytes(s, g, staged)
+            counted = shared_memory_bytes(built.schedule, g, staged)
             if s.pad == "auto" and s.stages >= 1:
                 assert counted <= built.smem_bytes, built.name
             else:

@@ -10,7 +10,8 @@ from tiledsl.errors import Diagnostic, TileError
 from tiledsl.frontend.parser import parse
 
 DIRECTIVE_LIST = (
-    "the directives are: block, mma, coarsen, stages, fragment_buffers, copy, pad, swizzle, sync, "
+    "the directives are: block, mma, coarsen, stages, fragment_buffers, copy, warp_specialize, "
+    "persistent, pad, swizzle, sync, "
     "load_order, accumulate, epilogue, epilogue_via, target, attributes"
 )
 BLOCK_NOTE = "a block tile is written BM x BN x BK, e.g. 128 x 128 x 32"
@@ -161,7 +162,7 @@ def test_unexpected_character_where_a_number_goes() -> None:
     ("line", "col", "message"),
     [
         ("sync minimalist", 10, "expected 'all' or 'minimal' after 'sync', found 'minimalist'"),
-        ("copy fast 16", 10, "expected 'async' or 'sync' after 'copy', found 'fast'"),
+        ("copy fast 16", 10, "expected 'async', 'sync' or 'tma' after 'copy', found 'fast'"),
         (
             "load_order abc",
             16,

@@ -380,9 +380,12 @@ def _ptxas_reports(compiled, name: str) -> list[str]:
     from .gpu.toolchain import compile_cubin
     from .ir.targets import build_arch
 
-    arch = build_arch(compiled.kernels[0].target.arch, compiled.kernels)
-    reports = compile_cubin(compiled.source, arch, Path(name).stem).values()
-    return [f"ptxas ({arch}): {report}" for report in reports]
+    out = []
+    for group in compiled.by_architecture().values():
+        arch = build_arch(group[0].target.arch, group)
+        reports = compile_cubin(compiled.source_for(group), arch, Path(name).stem).values()
+        out += [f"ptxas ({arch}): {report}" for report in reports]
+    return out
 
 
 def _run(args) -> int:
@@ -400,6 +403,12 @@ def _run(args) -> int:
     if args.sanitize:
         return _sanitize(args, name, compiled, kernels, sizes)
     use_gpu = not args.cpu and gpu_available()
+    source = compiled.source
+    if use_gpu and args.kernel is None:
+        from .gpu.runtime import device_arch
+
+        kernels = compiled.for_device(device_arch())  # one kernel per architecture: this GPU's
+        source = compiled.source_for(kernels)
     if not use_gpu and not args.cpu:
         print(
             "no GPU found (CuPy cannot see a device): running the numpy interpreter instead",
@@ -426,7 +435,7 @@ def _run(args) -> int:
                 if use_gpu:
                     report = run_gpu(
                         kernel,
-                        compiled.source,
+                        source,
                         launch,
                         size,
                         args.seed,

@@ -50,6 +50,33 @@ class Compiled:
                 return k
         raise KeyError(name)
 
+    def source_for(self, kernels) -> str:
+        """The source of some of the kernels only (one architecture's, for its build)."""
+        if tuple(kernels) == self.kernels:
+            return self.source
+        return emit(tuple(kernels), Path(self.file).name)
+
+    def by_architecture(self) -> dict[str, tuple[KernelIR, ...]]:
+        """The CUDA kernels grouped by their target's architecture, in file order."""
+        groups: dict[str, list[KernelIR]] = {}
+        for k in self.kernels:
+            if k.target.vendor == "cuda":
+                groups.setdefault(k.target.arch, []).append(k)
+        return {arch: tuple(ks) for arch, ks in groups.items()}
+
+    def for_device(self, arch: str) -> tuple[KernelIR, ...]:
+        """The kernels a file offers a CUDA device of `arch` (e.g. "sm_90"): those of the
+        newest architecture it can run, when the file's kernels target several; all of them
+        otherwise (the one-target file: every kernel, whatever the device says of it)."""
+        groups = self.by_architecture()
+        if len(groups) < 2 or len(groups) != len({k.target.arch for k in self.kernels}):
+            return self.kernels
+        level = int(arch.split("_")[1].rstrip("a"))
+        runnable = [a for a in groups if int(a.split("_")[1]) <= level]
+        if not runnable:
+            return self.kernels
+        return groups[max(runnable, key=lambda a: int(a.split("_")[1]))]
+
 
 def analyze_program(program: Program, target: str | None = None) -> list[Analysis]:
     """Check every kernel of a file and refuse what is not built; one report for all problems."""

@@ -28,6 +28,7 @@ from ..gpu.toolchain import PtxasReport
 from ..ir.expr import to_c
 from ..ir.nodes import (
     KernelIR,
+    Roles,
     buffer_offsets,
 )
 from ..ir.targets import build_arch
@@ -100,8 +101,11 @@ def _ptxas(
         return {}, "nvcc is not on PATH: no ptxas numbers, the estimate is used"
     reports: dict[str, PtxasReport] = {}
     try:
-        for arch in sorted({build_arch(k.target.arch, kernels) for k in kernels}):
-            reports.update(toolchain.compile_cubin(compiled.source, arch, stem))
+        for group in compiled.by_architecture().values():
+            mine = [k for k in group if k in kernels]
+            if mine:
+                arch = build_arch(mine[0].target.arch, mine)
+                reports.update(toolchain.compile_cubin(compiled.source_for(group), arch, stem))
     except ToolchainError as err:
         first = str(err).splitlines()[0]
         where = f" (source kept at {err.source_path})" if err.source_path else ""
@@ -174,9 +178,14 @@ def _threads(kernel: KernelIR) -> list[str]:
     steps = s.block[2] // k
     frags = cm * cn
     unit = s.path.ir_warp + "s"
+    producer = (
+        f" + {kernel.producer_warps} producer warpgroup (one thread issues the TMA copies)"
+        if kernel.producer_warps
+        else ""
+    )
     out.append(
         f"  threads   {kernel.threads} per block = {kernel.warp_count} {unit} "
-        f"({wm} x {wn}) of {kernel.warp_width} lanes (limit {t.max_threads_per_block})"
+        f"({wm} x {wn}) of {kernel.warp_width} lanes{producer} (limit {t.max_threads_per_block})"
     )
     op = s.path.mma_call
     out.append(
@@ -201,6 +210,11 @@ def _shared_memory(kernel: KernelIR) -> list[str]:
             alias = getattr(b, "alias", None)
             holds = b.purpose + (f" (aliases {alias})" if alias else "")
             cells = [b.name, shape, b.dtype, pad, str(offsets[b.name]), str(b.size_bytes), holds]
+            rows.append(["  " + cells[0], *cells[1:]])
+        at = kernel.mbarrier_offsets()
+        for m in kernel.mbarriers:
+            shape = f"{m.slots} x 8 bytes"
+            cells = [m.name, shape, "b64", "", str(at[m.name]), str(8 * m.slots), m.purpose]
             rows.append(["  " + cells[0], *cells[1:]])
         total = kernel.smem_bytes
         pct = 100 * total / t.max_smem_per_block
@@ -274,6 +288,13 @@ def _registers(kernel: KernelIR, ptxas: PtxasReport | None, ptxas_note: str) -> 
         f"{est.declared_per_block} per block (limits: {allowed} per thread at "
         f"{kernel.threads} threads, {t.registers_per_sm} per multiprocessor)"
     )
+    roles = next((st for st in kernel.body if isinstance(st, Roles)), None)
+    if roles is not None:
+        out.append(
+            f"    per role after setmaxnreg: producer {roles.producer.registers}, consumers "
+            f"{roles.consumer.registers} per thread (from {allowed} at entry; a consumer grows "
+            "only by what the producer gives back)"
+        )
     if est.declared_per_thread > allowed and (ptxas is None or ptxas.spills):
         out.append(
             f"    the estimate is over the {allowed} registers a thread may have here: "
@@ -425,7 +446,8 @@ def schedule_line(kernel: KernelIR) -> str:
     if s.fragment_buffers != 1:
         parts.append(f"fragment_buffers {s.fragment_buffers}")
     if s.stages >= 1:
-        parts.append(f"copy {s.copy_mode} {s.copy_bytes}")
+        parts.append("copy tma" if s.copy_mode == "tma" else f"copy {s.copy_mode} {s.copy_bytes}")
+    parts += [name for name in ("warp_specialize", "persistent") if getattr(s, name)]
     pads = ", ".join(
         f"{b[:-1]} {kernel.buffer(b).pitch - kernel.buffer(b).line_length}"
         for b in tile_buffers(kernel)

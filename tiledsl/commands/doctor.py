@@ -4,6 +4,7 @@
     ok       lark                1.3.1
     missing  cupy                not installed: `tiledsl run` uses the numpy interpreter
              fix: pip install 'tiledsl[gpu]'   (CuPy for CUDA 13: cupy-cuda13x)
+    ok       cuda-bindings       13.3.1: TMA tensor maps (copy tma)
     ...
 
 A line is `ok`, `warn` (there, but something about it limits tiledsl) or
@@ -55,8 +56,12 @@ def run_tool(argv: list[str], timeout: float = 20) -> str | None:
 
 
 def installed(module: str) -> bool:
-    """Whether `module` can be imported (found, not imported: cheap, and no side effects)."""
-    return importlib.util.find_spec(module) is not None
+    """Whether `module` can be imported (found, not imported: cheap, and no side effects;
+    a dotted name imports its parent packages, and a missing parent means no)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _version(package: str) -> str | None:
@@ -120,6 +125,25 @@ def check_cupy() -> list[Finding]:
             )
         )
     return out
+
+
+def check_cuda_bindings() -> Finding:
+    """NVIDIA's cuda-bindings: how `copy tma` kernels get their TMA tensor maps encoded."""
+    what = "cuda-bindings"
+    fix = "pip install cuda-bindings (or pip install 'tiledsl[gpu]')"
+    if not installed("cuda.bindings"):
+        return Finding(
+            MISSING,
+            what,
+            "not installed: `copy tma` kernels cannot run (it encodes their TMA tensor maps)",
+            fix,
+        )
+    try:
+        from cuda.bindings import driver  # noqa: F401 (that it imports is the check)
+    except Exception as err:
+        return Finding(MISSING, what, f"does not import: {type(err).__name__}: {err}", fix)
+    version = _version("cuda-bindings") or "version unknown"
+    return Finding(OK, what, f"{version}: TMA tensor maps (copy tma)")
 
 
 def _gpu(cupy) -> Finding:
@@ -245,6 +269,7 @@ CHECKS: tuple[Callable[[], Finding | list[Finding]], ...] = (
     lambda: check_package("numpy", "numpy", "pip install tiledsl", True),
     lambda: check_package("graphviz", "graphviz", "pip install tiledsl", True),
     check_cupy,
+    check_cuda_bindings,
     *(
         lambda m=m, p=p, f=f, w=w: check_package(m, p, f, False, f"only {w} needs it")
         for m, p, f, w in OPTIONAL

@@ -9,7 +9,8 @@ kernel hgemm (sync minimal): 1 barrier kept, 0 removed
 
 from __future__ import annotations
 
-from ..ir.nodes import KernelIR
+from ..ir.nodes import Arrive, ExpectTx, KernelIR, Roles, TmaLoad, Wait, walk
+from ..ir.printer import stmt_text
 from ..models.hazards import decide
 
 
@@ -17,6 +18,9 @@ def explain_sync(kernels: tuple[KernelIR, ...], source: str) -> str:
     lines = source.splitlines()
     out = []
     for k in kernels:
+        if k.mbarriers:
+            out += _handoffs(k)
+            continue
         decisions = k.sync_report or decide(k, remove=False)[0]
         kept = sum(d.kept for d in decisions)
         mode = k.schedule.sync
@@ -37,3 +41,30 @@ def explain_sync(kernels: tuple[KernelIR, ...], source: str) -> str:
             out.append(f"     what it orders: {d.barrier.reason}")
             out.append(f"     {d.why}")
     return "\n".join(out)
+
+
+def _handoffs(k: KernelIR) -> list[str]:
+    """A warp-specialized kernel's mbarrier handoffs, role by role: what each wait orders."""
+    roles = next(s for s in k.body if isinstance(s, Roles))
+    out = [
+        f"kernel {k.name}: no block barriers in the main loop; the roles hand the stages over "
+        "through mbarriers (tiledsl.passes.warp_specialization)"
+    ]
+    for m in k.mbarriers:
+        out.append(f"  mbarrier {m.name}[{m.slots}]: {m.arrivals} arrival(s) a phase; {m.purpose}")
+    for role in roles.roles:
+        out.append(f"  role {role.name}:")
+        for s in walk(role.body):
+            if isinstance(s, Wait):
+                orders = (
+                    "the TMA bytes of the slot (and the producer's writes) before the "
+                    "consumers' wgmmas read it (RAW)"
+                    if s.bar.name == "full"
+                    else "the consumers' reads of the slot (their wgmmas retired) before the "
+                    "next TMA copy overwrites it (WAR)"
+                )
+                out.append(f"     {stmt_text(s)}")
+                out.append(f"       orders {orders}")
+            elif isinstance(s, (ExpectTx, Arrive, TmaLoad)):
+                out.append(f"     {stmt_text(s)}")
+    return out

@@ -250,10 +250,11 @@ def run_gpu(
     )
     run = runtime.launcher(loaded.module, launch)
     report.lines.append(loaded.note)
-    gx, gy = launch.grid_dims(sizes)
+    gx, gy = launch.grid_dims(sizes, runtime.multiprocessor_count() if launch.persistent else None)
+    persistent = f" (persistent, over {launch.blocks(sizes)} tiles)" if launch.persistent else ""
     report.lines.append(
-        f"grid {gx}{f' x {gy}' if gy != 1 else ''} blocks x {launch.threads} threads, "
-        f"{launch.smem_bytes} bytes dynamic shared memory"
+        f"grid {gx}{f' x {gy}' if gy != 1 else ''} blocks{persistent} x {launch.threads} "
+        f"threads, {launch.smem_bytes} bytes dynamic shared memory"
     )
     rng = np.random.default_rng(seed)
     gpu_checks(kernel, run, sizes, size, rng, report, save_dir, batch=batch)

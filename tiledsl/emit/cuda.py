@@ -87,7 +87,8 @@ __device__ __forceinline__ void cp_async_wait() {
         ]
         if any("bf16" in (o.dtype for o in (k.gemm.a, k.gemm.b, k.gemm.c)) for k in kernels):
             head[2:2] = ["#include <cuda_bf16.h>"]
-        if any(isinstance(s, Copy) and s.mode == "async" for k in kernels for s in walk(k.body)):
+        everyone = [*kernels, *(k.edge for k in kernels if k.edge is not None)]
+        if any(isinstance(s, Copy) and s.mode == "async" for k in everyone for s in walk(k.body)):
             head += [self.async_helpers, ""]
         head += self._path_helpers(kernels)
         return "\n".join(head) + "\n" + "\n\n".join(self.emit_kernel(k) for k in kernels) + "\n"
@@ -155,11 +156,21 @@ __device__ __forceinline__ void cp_async_wait() {
             notes["coarsen"],
             f"constexpr int WARPS_M = {k.warps[0]}, WARPS_N = {k.warps[1]}, "
             f"WARP_SIZE = {k.warp_width}, THREADS = {k.threads};",
-            'static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x '
-            'WARPS_N warps");',
+            *(
+                [
+                    'static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: '
+                    'WARPS_M x WARPS_N warps");'
+                ]
+                if not k.producer_warps
+                else [
+                    f"static_assert((WARPS_M * WARPS_N + {k.producer_warps}) * WARP_SIZE == "
+                    'THREADS, "the consumer warpgroups and the producer");'
+                ]
+            ),
             notes["stages"],
             notes["fragment_buffers"],
             notes["copy"],
+            *(notes[name] for name in ("warp_specialize", "persistent") if name in notes),
             notes["pad"],
             *self._buffer_constants(k),
             *lowering_for(k).constants(k),
@@ -262,7 +273,12 @@ __device__ __forceinline__ void cp_async_wait() {
         out += [
             "const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in the block",
             f"const int tiles_m = {to_c(tiles['tiles_m'])}, tiles_n = {to_c(tiles['tiles_n'])};",
-            "const int pid = blockIdx.x;  // one block per tile: tiles_m x tiles_n blocks",
+            "const int pid = blockIdx.x;  // "
+            + (
+                "the block's first tile (persistent: blocks step by gridDim.x)"
+                if k.persistent
+                else "one block per tile: tiles_m x tiles_n blocks"
+            ),
             *(
                 ["const int bz = blockIdx.y;  // which product of the batch"]
                 if k.gemm.batch is not None
@@ -270,15 +286,22 @@ __device__ __forceinline__ void cp_async_wait() {
             ),
             f"// swizzle {' '.join(str(x) for x in k.raster if x)}: which tile this block computes",
         ]
-        out += [f"const int {name} = {to_c(e)};" for name, e in mapping.items()]
+        if k.persistent:  # each tile of the loop maps its own (tiledsl.passes.warp_specialization)
+            out[-1] = f"// swizzle {' '.join(str(x) for x in k.raster if x)}: inside the tile loop"
+        else:
+            out += [f"const int {name} = {to_c(e)};" for name, e in mapping.items()]
         if k.raster[0] == "none":
             out.append("(void)tiles_m;")
-        return out
+        return out + lowering_for(k).prologue(k)
 
     def _fragments(self, k: KernelIR) -> list[str]:
         return lowering_for(k).declarations(self, k)
 
     # ------------------------------------------------------------ statements
+    def stmts(self, k: KernelIR, body) -> list[str]:
+        """The lines of a statement list (for the path objects' nested bodies)."""
+        return self._stmts(k, body)
+
     def _stmts(self, k: KernelIR, body) -> list[str]:
         out: list[str] = []
         for stmt in body:

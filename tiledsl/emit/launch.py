@@ -3,6 +3,13 @@
 {"kernel": "hgemm", "grid": {"x": "(M + 63) / 64 * ((N + 63) / 64)", "y": 1, "z": 1},
  "block": {"x": 512, "y": 1, "z": 1}, "dynamic_shared_memory_bytes": 8192,
  "args": [["A", "const half*"], ..., ["M", "int"], ...]}
+
+A kernel that loads its tiles with TMA (`copy tma`) takes one 128-byte CUtensorMap per
+TMA-loaded operand first among its parameters (`TENSOR_MAP_CTYPE`), and its description
+says how to build each (`TensorMapSpec`, "tensor_maps"); a persistent kernel
+(`KernelIR.persistent`) is launched on min(multiprocessor count, tiles) blocks, each looping
+over tiles ("persistent"). Neither key is written for a kernel without them, so the
+description of every other kernel reads as before.
 """
 
 from __future__ import annotations
@@ -11,13 +18,97 @@ from dataclasses import dataclass
 
 from ..ir.expr import Expr, evaluate, to_c
 from ..ir.grid import grid_size
-from ..ir.nodes import C_TYPES, KernelIR
+from ..ir.nodes import C_TYPES, DTYPE_BYTES, KernelIR, TmaLoad, walk
+
+#: The C type of a tensor-map parameter: `struct alignas(64) TensorMap { unsigned long long
+#: bytes[16]; };` (the CUtensorMap), passed by value in the kernel's parameter space.
+TENSOR_MAP_CTYPE = "const __grid_constant__ TensorMap"
+
+#: Elements of one TMA box along the contiguous dimension: one 128-byte panel of 16-bit
+#: elements (SharedBuffer.panel), the widest box the 128-byte swizzle allows.
+TMA_PANEL = 64
+
+
+@dataclass(frozen=True)
+class TensorMapSpec:
+    """How to encode the tensor map of one TMA-loaded operand (cuTensorMapEncodeTiled).
+
+    Dimensions are innermost (contiguous) first, as the driver takes them: a row-major
+    A[M, K] is (K, M), a column-major one (M, K). One box is one 64-element panel of the
+    shared tile: 64 elements along the contiguous dimension by the tile's `lines`.
+
+        >>> from tiledsl.ir.expr import Var
+        >>> spec = TensorMapSpec("map_A", "A", "f16", "row", (Var("K"), Var("M")), (64, 128))
+        >>> [str(s) for s in spec.strides_bytes]
+        ['K * 2']
+    """
+
+    param: str  # the kernel parameter, e.g. map_A
+    operand: str  # the global operand it describes, e.g. A
+    dtype: str  # f16 or bf16
+    layout: str  # the operand's layout, row or col (what made global_dims' order)
+    global_dims: tuple[Expr, Expr]  # over the size parameters, innermost first
+    box: tuple[int, int]  # elements per TMA copy, innermost first
+    swizzle: str = "128B"
+    oob_fill: str = "zero"  # elements outside the operand arrive as zeros
+
+    def __post_init__(self) -> None:
+        # What no size can fix is a compiler mistake: refused here, once, not per launch.
+        if self.dtype not in ("f16", "bf16"):
+            raise ValueError(f"{self.param}: TMA tensor maps of {self.dtype} are not built")
+        if len(self.global_dims) != 2 or len(self.box) != 2:
+            raise ValueError(f"{self.param}: a tensor map here has rank 2")
+        if not all(1 <= b <= 256 for b in self.box):
+            raise ValueError(f"{self.param}: box {self.box}: each side must be 1 to 256")
+        inner = self.box[0] * self.element_bytes
+        if inner % 16:
+            raise ValueError(f"{self.param}: box rows of {inner} bytes, not a multiple of 16")
+        span = SWIZZLE_BYTES.get(self.swizzle)
+        if span is None:
+            raise ValueError(f"{self.param}: unknown swizzle {self.swizzle!r}")
+        if span and inner > span:
+            raise ValueError(
+                f"{self.param}: box rows of {inner} bytes exceed the {self.swizzle} swizzle"
+            )
+        if self.oob_fill not in ("zero", "nan"):
+            raise ValueError(f"{self.param}: unknown out-of-bounds fill {self.oob_fill!r}")
+
+    @property
+    def element_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def strides_bytes(self) -> tuple[Expr]:
+        """Bytes between consecutive elements of dimension 1 (the leading dimension's
+        elements times their size); dimension 0 is contiguous, so the driver takes none."""
+        return (self.global_dims[0] * self.element_bytes,)
+
+    @property
+    def element_strides(self) -> tuple[int, int]:
+        return (1, 1)
+
+    def to_json(self) -> dict:
+        return {
+            "param": self.param,
+            "operand": self.operand,
+            "dtype": self.dtype,
+            "global_dims": [to_c(d, named=False) for d in self.global_dims],
+            "global_strides_bytes": [to_c(s, named=False) for s in self.strides_bytes],
+            "box": list(self.box),
+            "swizzle": self.swizzle,
+            "oob_fill": self.oob_fill,
+            "element_strides": list(self.element_strides),
+        }
+
+
+#: Bytes of one swizzle span (0: none), the widest box row each allows.
+SWIZZLE_BYTES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
 
 
 @dataclass(frozen=True)
 class Launch:
     kernel: str
-    grid: Expr  # number of blocks, over the size parameters
+    grid: Expr  # number of tiles, over the size parameters (blocks, unless persistent)
     threads: int
     smem_bytes: int
     args: tuple[tuple[str, str], ...]  # (name, C type) in call order
@@ -25,25 +116,51 @@ class Launch:
     # The guarded twin's launch (tiledsl.lowering.edges), for sizes not multiples of the tile.
     edge: Launch | None = None
     batch: Expr | None = None  # batched GEMM: one grid row (blockIdx.y) per product
+    # One per TMA-loaded operand, in the order of their parameters (the first in `args`).
+    tensor_maps: tuple[TensorMapSpec, ...] = ()
+    persistent: bool = False  # min(multiprocessor count, tiles) blocks, each looping over tiles
 
     def blocks(self, sizes: dict[str, int]) -> int:
+        """The tiles of one product: the blocks along x, unless the launch is persistent."""
         return int(evaluate(self.grid, sizes))
 
-    def grid_dims(self, sizes: dict[str, int]) -> tuple[int, int]:
-        """(x, y) of the grid: the tiles of one product, and the products of a batch."""
-        return self.blocks(sizes), int(evaluate(self.batch, sizes)) if self.batch else 1
+    def grid_dims(self, sizes: dict[str, int], sms: int | None = None) -> tuple[int, int]:
+        """(x, y) of the grid: the tiles of one product (for a persistent launch, at most
+        `sms` blocks, the device's multiprocessor count), and the products of a batch:
+        4096 x 4096 in 128 x 256 tiles is (512, 1), and persistent on an H200 (132, 1).
+        """
+        x = self.blocks(sizes)
+        if self.persistent:
+            if sms is None:
+                raise ValueError(
+                    f"{self.kernel} is persistent: its grid needs the multiprocessor count (sms)"
+                )
+            x = min(sms, x)
+        return x, int(evaluate(self.batch, sizes)) if self.batch else 1
+
+    def tensor_map(self, param: str) -> TensorMapSpec:
+        return next(t for t in self.tensor_maps if t.param == param)
 
     def to_json(self) -> dict:
+        tiles = to_c(self.grid, named=False)
         return {
             "kernel": self.kernel,
             "grid": {
-                "x": to_c(self.grid, named=False),
+                "x": tiles,
                 "y": to_c(self.batch, named=False) if self.batch is not None else 1,
                 "z": 1,
             },
+            **(
+                {"persistent": {"grid_x": f"min(multiprocessor count, {tiles})"}}
+                if self.persistent
+                else {}
+            ),
             "block": {"x": self.threads, "y": 1, "z": 1},
             "dynamic_shared_memory_bytes": self.smem_bytes,
             "args": [list(a) for a in self.args],
+            **(
+                {"tensor_maps": [t.to_json() for t in self.tensor_maps]} if self.tensor_maps else {}
+            ),
             "block_tile": list(self.block_tile),
             **(
                 {
@@ -58,9 +175,41 @@ class Launch:
         }
 
 
+def tensor_maps_of(kernel: KernelIR) -> tuple[TensorMapSpec, ...]:
+    """One spec per operand the kernel loads with TMA, in the order of its first TmaLoad."""
+    specs: dict[str, TensorMapSpec] = {}
+    for stmt in walk(kernel.body):
+        if not isinstance(stmt, TmaLoad):
+            continue
+        name = stmt.src.operand
+        op = kernel.gemm.operand(name)
+        buffer = kernel.buffer(stmt.dst.buffer)
+        if op.batch is not None:
+            raise ValueError(f"{kernel.name}: {name} is batched; its TMA map would need rank 3")
+        if buffer.panel != TMA_PANEL:
+            raise ValueError(
+                f"{kernel.name}: {buffer.name} is not cut into {TMA_PANEL}-element panels, "
+                "the TMA box"
+            )
+        rows, cols = op.dims[-2], op.dims[-1]
+        spec = TensorMapSpec(
+            param=f"map_{name}",
+            operand=name,
+            dtype=op.dtype,
+            layout=op.layout,
+            global_dims=(cols, rows) if op.layout == "row" else (rows, cols),
+            box=(TMA_PANEL, buffer.lines),
+        )
+        if specs.setdefault(name, spec) != spec:
+            raise ValueError(f"{kernel.name}: {name} is loaded with TMA in two box shapes")
+    return tuple(specs.values())
+
+
 def launch_of(kernel: KernelIR) -> Launch:
     g = kernel.gemm
+    maps = tensor_maps_of(kernel)
     args = (
+        *((t.param, TENSOR_MAP_CTYPE) for t in maps),
         (g.a.name, f"const {C_TYPES[g.a.dtype]}*"),
         (g.b.name, f"const {C_TYPES[g.b.dtype]}*"),
         (g.c.name, f"{C_TYPES[g.c.dtype]}*"),
@@ -76,4 +225,6 @@ def launch_of(kernel: KernelIR) -> Launch:
         kernel.schedule.block,
         launch_of(kernel.edge) if kernel.edge is not None else None,
         g.batch,
+        maps,
+        kernel.persistent,
     )

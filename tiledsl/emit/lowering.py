@@ -49,6 +49,10 @@ class PathLowering:
         """The declaration of the dynamic shared memory `smem`, aligned as the path needs."""
         return [f"extern __shared__ __align__({self.path.smem_align}) unsigned char smem[];"]
 
+    def prologue(self, k: KernelIR) -> list[str]:
+        """Statements after the shared buffers and the block's place (the path's own)."""
+        return []
+
     def declarations(self, emitter, k: KernelIR) -> list[str]:
         """The fragment arrays."""
         raise NotImplementedError

@@ -47,7 +47,10 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
         "coarsen": (f"coarsen {s.coarsen[0]} x {s.coarsen[1]}", _coarsening(k)),
         "stages": (f"stages {s.stages}", _staging(k)),
         "fragment_buffers": (f"fragment_buffers {s.fragment_buffers}", _fragment_buffering(k)),
-        "copy": (f"copy {s.copy_mode} {s.copy_bytes}", _copying(k)),
+        "copy": (
+            "copy tma" if s.copy_mode == "tma" else f"copy {s.copy_mode} {s.copy_bytes}",
+            _copying(k),
+        ),
         "pad": (_pad_text(k), _padding(k)),
         "swizzle": (
             "swizzle " + " ".join(str(x) for x in (s.swizzle, s.swizzle_param) if x),
@@ -75,6 +78,17 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
             f"{k.target.warp_width}-thread warps" + lowering_for(k).target_note(),
         ),
     }
+    if s.warp_specialize:
+        notes["warp_specialize"] = ("warp_specialize", _specializing(k))
+    if s.persistent:
+        notes["persistent"] = (
+            "persistent",
+            "one block per SM (gridDim.x, read at launch), each looping over tiles "
+            "pid, pid + gridDim.x, ... in the swizzle's order; the producer runs into the next "
+            "tile's loads while the consumers store C"
+            if k.persistent
+            else f"{LATER}: one block per tile",
+        )
     if s.epilogue:
         epilogue = Epilogue.of(s, k.gemm)
         assert epilogue is not None  # the schedule has one
@@ -104,6 +118,11 @@ def _staging(k: KernelIR) -> str:
         return "fragments load straight from global memory (no shared memory)"
     if "smem-tiling" not in k.passes:
         return f"{LATER}: fragments load straight from global memory"
+    if k.mbarriers:
+        return (
+            f"{s.stages} shared-memory slots of A and B, each with a `full` and an `empty` "
+            "mbarrier; one step of wgmmas left in flight, so a slot is released a step late"
+        )
     if "multi-buffering" in k.passes:
         lead = s.stages - 1 - s.mma_depth
         return (
@@ -119,9 +138,26 @@ def _copying(k: KernelIR) -> str:
     s = k.schedule
     if "smem-tiling" not in k.passes:
         return "unused: no shared-memory tiles of A and B"
+    if k.mbarriers:
+        return (
+            "the TMA unit copies A's and B's tiles (cp.async.bulk.tensor.2d, one box per "
+            "128-byte panel, in the 128-byte swizzle), completing on the slot's mbarrier"
+        )
+    if s.copy_mode == "tma":
+        return f"{LATER}: all threads copy, synchronously (warp-specialization hands it to TMA)"
     if "multi-buffering" in k.passes and s.copy_mode == "async":
         return f"cp.async copies of {s.copy_bytes}-byte vectors, global -> shared"
     return f"global -> shared copies move {s.copy_bytes}-byte vectors"
+
+
+def _specializing(k: KernelIR) -> str:
+    if not k.producer_warps:
+        return f"{LATER}: every warp copies and computes"
+    return (
+        f"warpgroup {k.warp_count} is the producer (one thread issues the TMA copies, "
+        f"setmaxnreg down), warpgroups 0-{k.warp_count - 1} the consumers (the wgmmas, "
+        "setmaxnreg up), handing slots over through mbarriers"
+    )
 
 
 def _pad_text(k: KernelIR) -> str:
@@ -165,6 +201,11 @@ def _fragment_buffering(k: KernelIR) -> str:
 
 def _syncing(k: KernelIR) -> str:
     s = k.schedule
+    if k.mbarriers:
+        return (
+            "one block barrier, after the mbarriers' initialisation; the roles hand the "
+            "stages over through mbarriers (see --explain-sync)"
+        )
     if "sync-elimination" in k.passes:
         kept = sum(d.kept for d in k.sync_report)
         return (

@@ -47,6 +47,7 @@ from ..ir.nodes import (
     StoreFrag,
 )
 from ..ir.paths import WGMMA
+from . import hopper
 from .lowering import PathLowering
 from .mma_sync import float_pairs
 
@@ -113,6 +114,8 @@ class WgmmaLowering(PathLowering):
         if not kernels:
             return []
         out = [_HELPERS, ""]
+        if any(hopper.specialized(k) for k in kernels):
+            out += [hopper.HELPERS, ""]
         for n, inputs in sorted({(k.schedule.mma[1], k.gemm.a.dtype) for k in kernels}):
             out += [
                 f"// wgmma m64n{n}k16, {inputs} inputs, f32 accumulators",
@@ -136,7 +139,10 @@ class WgmmaLowering(PathLowering):
         return ", built for sm_90a (wgmma)"
 
     def constants(self, k: KernelIR) -> list[str]:
-        return descriptor_constants(k)
+        return descriptor_constants(k) + hopper.constants(k)
+
+    def prologue(self, k: KernelIR) -> list[str]:
+        return hopper.prologue(k)
 
     def shared_memory(self, k: KernelIR) -> list[str]:
         return [
@@ -151,7 +157,7 @@ class WgmmaLowering(PathLowering):
         return declarations(k)
 
     def statement(self, emitter, k: KernelIR, s) -> list[str] | None:
-        return statement(emitter, k, s)
+        return hopper.statement(emitter, k, s) or statement(emitter, k, s)
 
 
 def k_major(k: KernelIR, buffer: str) -> bool:
@@ -263,6 +269,8 @@ def _buffer_of(k: KernelIR, ref: FragRef) -> str:
 def _accumulator(emitter, k: KernelIR, tile, ref: FragRef, load: bool) -> list[str]:
     """An accumulator to or from a tile, thread by thread (see the module's text): per 8
     columns n8, pairs at rows wq*16 + g and + 8 (`ptx_mma.float_pairs`)."""
+    if not load and emitter.dtype_of(k, tile) in _PAIRS:
+        return _converted_store(emitter, k, tile, ref)
     pairs = [
         (row, "n8 * 8 + t", f"{ref}[n8 * 4 + {2 * h}]", f"{ref}[n8 * 4 + {2 * h + 1}]")
         for h, row in enumerate(("wq * 16 + g", "wq * 16 + g + 8"))
@@ -275,3 +283,36 @@ def _accumulator(emitter, k: KernelIR, tile, ref: FragRef, load: bool) -> list[s
         *("    " + line for line in float_pairs(emitter, k, tile, pairs, load)),
         "}",
     ]
+
+
+#: 16-bit C types a thread's float pair is stored as: (the pair type, its conversion)
+_PAIRS = {
+    "f16": ("__half2", "__floats2half2_rn"),
+    "bf16": ("__nv_bfloat162", "__floats2bfloat162_rn"),
+}
+
+
+def _converted_store(emitter, k: KernelIR, tile, ref: FragRef) -> list[str]:
+    """f32 accumulators into a 16-bit row-major C (warp specialization's consumers): each
+    pair rounded once and stored as one 4-byte word."""
+    pair, convert = _PAIRS[emitter.dtype_of(k, tile)]
+    if emitter.layout_of(k, tile) != "row":
+        raise error(
+            k.schedule.loc("warp_specialize"),
+            "a warp-specialized kernel stores a row-major C only (is not built yet for "
+            "a column-major one)",
+            "declare C row",
+        )
+    out = [
+        f"// {ref} -> {emitter.tile_name(tile)}: each thread's pairs at rows wq*16 + g, + 8, "
+        f"columns n8*8 + t, + 1, rounded to {emitter.dtype_of(k, tile)} (one 4-byte store)",
+        "#pragma unroll",
+        f"for (int n8 = 0; n8 < {k.schedule.mma[1] // 8}; ++n8) {{",
+    ]
+    for h, row in enumerate(("wq * 16 + g", "wq * 16 + g + 8")):
+        at = emitter.element(k, tile, row, "n8 * 8 + t")
+        out.append(
+            f"    *reinterpret_cast<{pair}*>(&{at}) = {convert}({ref}[n8 * 4 + {2 * h}], "
+            f"{ref}[n8 * 4 + {2 * h + 1}]);"
+        )
+    return out + ["}"]

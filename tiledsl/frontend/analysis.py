@@ -23,6 +23,7 @@ from ..models.registers import fragment_registers
 from . import syntax as S
 from .computation import resolve_gemm
 from .directives import read_directives
+from .hopper import check_hopper
 from .names import check_kernel_names
 
 
@@ -63,6 +64,8 @@ def analyze(
     ):
         gemm = None
     _check_shapes(sched, target, gemm, errs)
+    if gemm is not None:
+        check_hopper(sched, target, gemm, errs)
     return None if gemm is None else Analysis(kernel.name, gemm, sched, target)
 
 
@@ -72,6 +75,8 @@ def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Col
         # Direct only when the accumulator is C's type (a fragment store cannot convert)
         # and there is no epilogue (it needs each element's column: the staging tile's).
         direct = gemm.c.dtype == sched.accumulate and not sched.epilogue
+        # warp specialization: the consumers store C from their registers, converting
+        direct = direct or sched.warp_specialize
         updates["epilogue_via"] = "direct" if direct else "shared"
     if sched.path.default_pad and "pad" not in sched.written:
         updates["pad"] = sched.path.default_pad  # wgmma: the 128-byte swizzle it reads
@@ -238,7 +243,7 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
         _check_registers(sched, target, threads, DTYPE_BYTES[dtype], errs)
     if gemm is not None and all(op.dtype in DTYPE_BYTES for op in (gemm.a, gemm.b, gemm.c)):
         _check_shared_memory(sched, target, gemm, errs)
-    if gemm is not None and sched.stages >= 1:
+    if gemm is not None and sched.stages >= 1 and sched.copy_mode != "tma":
         _check_copy_width(sched, gemm, errs)
     if sched.fragment_buffers == 2 and sched.path.fragments_in_registers:
         _check_fragment_buffers(sched, errs)
@@ -307,6 +312,8 @@ def shared_memory_bytes(sched: Schedule, gemm: Gemm, staged_c: bool) -> int:
         warps_m, warps_n = sched.warps
         acc_bytes = DTYPE_BYTES[sched.accumulate] if sched.accumulate in DTYPE_BYTES else 4
         end = max(end, aligned(warps_m * warps_n * m * n * acc_bytes, SMEM_ALIGN))
+    if end and sched.warp_specialize:
+        end += 2 * 8 * sched.stages  # a `full` and an `empty` mbarrier per stage
     return end + path.smem_slack if end else end
 
 
@@ -314,8 +321,9 @@ def _check_shared_memory(sched: Schedule, target: Target, gemm: Gemm, errs: Coll
     """The kernel, and its guarded twin (which stages C), within the block's shared memory."""
     limit, floor = target.max_smem_per_block, sched.pad == "auto" and sched.stages >= 1
     need = shared_memory_bytes(sched, gemm, sched.epilogue_via == "shared")
+    classic = replace(sched, warp_specialize=False)  # the twin has no mbarriers
     twin = (
-        shared_memory_bytes(sched, gemm, True) if sched.stages >= 1 else 0
+        shared_memory_bytes(classic, gemm, True) if sched.stages >= 1 else 0
     )  # tiledsl.lowering.edges
     if max(need, twin) <= limit:
         return

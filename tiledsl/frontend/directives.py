@@ -161,6 +161,8 @@ def _read_fragment_buffers(d, errs):
 
 def _read_copy(d, errs):
     mode = _word(d)
+    if mode == "tma":  # the TMA unit moves whole boxes: no vector width
+        return {"copy_mode": mode}
     v = _ints(d, 1, errs)
     if v is None:
         return {"copy_mode": mode}
@@ -297,6 +299,8 @@ _READERS = {
     "copy": _read_copy,
     "pad": _read_pad,
     "swizzle": _read_swizzle,
+    "warp_specialize": lambda d, errs: {"warp_specialize": True},
+    "persistent": lambda d, errs: {"persistent": True},
     "sync": _simple("sync"),
     "load_order": _simple("load_order"),
     "accumulate": _simple("accumulate"),

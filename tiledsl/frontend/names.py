@@ -48,9 +48,13 @@ GENERATED = frozenset(
     # helpers at file scope
     """ cp_async cp_async_commit cp_async_wait xor_swizzle fence_proxy_async
     warpgroup_barrier smem_address"""
+    # the Hopper pipeline's helpers and the tensor map's type (tiledsl.emit.hopper)
+    """ TensorMap shared_address mbarrier_init mbarrier_init_fence mbarrier_expect_tx
+    mbarrier_arrive mbarrier_wait tma_load_2d setmaxnreg_dec setmaxnreg_inc"""
     # the kernel's constants (its `NAME_schedule` namespace)
     """ BM BN BK MMA_M MMA_N MMA_K WARPS_M WARPS_N WARP_SIZE THREADS GROUP_M PANEL_N ALPHA
-    BETA Cs CS_ROWS CS_COLS CS_PITCH"""
+    BETA Cs CS_ROWS CS_COLS CS_PITCH STAGES STAGE_BYTES PRODUCER_REGISTERS
+    CONSUMER_REGISTERS"""
     # MUSA's host launcher calls the kernel beside this local
     """ blocks""".split()
 )
@@ -61,7 +65,7 @@ GENERATED_LOCALS = frozenset(
     """BYTES PENDING CHUNK GROUPS REPEAT TRANS_A TRANS_B address dst gmem line pos id wq
     lbo sbo tile smem smem_base warp lane wm wn tiles_m tiles_n pid bz width group first_m
     group_m panel idx first_n row bm bn kt kk s it v r c e gr gc x a b acc p q d f g i j
-    t n8""".split()
+    t n8 REGISTERS arrivals bar bytes done parity map y full empty step tiles tl""".split()
 )
 
 #: Helpers named per instruction shape or variant: `wgmma_m64n128k16_f16_f32`,
@@ -106,7 +110,8 @@ def kernel_derived(name: str) -> tuple[str, ...]:
 def tile_derived(operand: str) -> tuple[str, ...]:
     """The names of an input operand's shared-memory tile (`As`) and of its constants."""
     buffer = operand + "s"
-    return (buffer, *(f"{buffer.upper()}_{c}" for c in TILE_CONSTANTS))
+    # map_A: the operand's TMA tensor map, a parameter of `copy tma` kernels
+    return (buffer, f"map_{operand}", *(f"{buffer.upper()}_{c}" for c in TILE_CONSTANTS))
 
 
 def name_problem(name: str, file_scope: bool) -> str | None:

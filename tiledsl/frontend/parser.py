@@ -188,7 +188,10 @@ USAGE = {
     "coarsen": "warp coarsening is written CM x CN, e.g. coarsen 4 x 2",
     "stages": "stages takes one number, e.g. stages 2",
     "fragment_buffers": "fragment_buffers takes 1 or 2, e.g. fragment_buffers 2",
-    "copy": "copy takes 'async' or 'sync' and a width in bytes, e.g. copy async 16",
+    "copy": "copy takes 'async' or 'sync' and a width in bytes, e.g. copy async 16, "
+    "or 'tma' alone (Hopper's tensor memory accelerator)",
+    "warp_specialize": "warp_specialize takes nothing: one producer warpgroup feeds the others",
+    "persistent": "persistent takes nothing: one block per SM, each looping over tiles",
     "pad": "pad is written pad auto, pad none, pad xor, or pad A 8, B 8",
     "swizzle": "swizzle is written swizzle none, swizzle grouped G or swizzle zigzag W",
     "sync": "sync is written sync all or sync minimal",

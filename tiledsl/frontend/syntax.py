@@ -144,6 +144,8 @@ DIRECTIVES = (
     "stages",
     "fragment_buffers",
     "copy",
+    "warp_specialize",
+    "persistent",
     "pad",
     "swizzle",
     "sync",

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..emit.launch import Launch
+from ..emit.launch import TENSOR_MAP_CTYPE, Launch
 from ..errors import ToolchainError
-from . import cache
+from . import cache, tensor_maps
 from .toolchain import cuda_roots
 
 _MODULES: dict[str, object] = {}
@@ -258,18 +258,43 @@ def _raw_module(path: Path):
     return cupy.RawModule(path=str(path))
 
 
+def multiprocessor_count() -> int:
+    """The current device's SMs: the blocks of a persistent launch (Launch.grid_dims)."""
+    import cupy
+
+    return int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+
+
 def launcher(module, launch: Launch):
-    """A function (arrays, sizes) -> None that launches the kernel once, asynchronously."""
+    """A function (arrays, sizes) -> None that launches the kernel once, asynchronously.
+
+    A `copy tma` kernel's tensor maps are encoded from the arrays (`tensor_maps.encode`,
+    cached, so a timing loop encodes each once); a persistent launch reads the device's
+    multiprocessor count here, once.
+    """
     import cupy
 
     fn = module.get_function(launch.kernel)
     if launch.smem_bytes > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = launch.smem_bytes
+    sms = multiprocessor_count() if launch.persistent else None
+    maps = {spec.param: spec for spec in launch.tensor_maps}
+    if maps:
+        tensor_maps.driver()  # a missing cuda-bindings is reported before the first launch
 
     def run(arrays: dict, sizes: dict[str, int]) -> None:
         args = []
         for name, ctype in launch.args:
-            args.append(arrays[name] if ctype.endswith("*") else cupy.int32(sizes[name]))
-        fn(launch.grid_dims(sizes), (launch.threads,), tuple(args), shared_mem=launch.smem_bytes)
+            if ctype == TENSOR_MAP_CTYPE:
+                spec = maps[name]
+                args.append(tensor_maps.encode(spec, arrays[spec.operand].data.ptr, sizes))
+            else:
+                args.append(arrays[name] if ctype.endswith("*") else cupy.int32(sizes[name]))
+        fn(
+            launch.grid_dims(sizes, sms),
+            (launch.threads,),
+            tuple(args),
+            shared_mem=launch.smem_bytes,
+        )
 
     return run

@@ -13,6 +13,9 @@ is the path description's to say (`kernel.schedule.path`, see tiledsl.ir.paths):
                    line in 8s and 16 bytes, in a buffer on 1024 bytes
 
 Copies have one more: each vector access aligned to its width, over contiguous elements.
+A TMA copy (`check_tma`) has the tensor map's: the operand's rows on 16 bytes, boxes of
+at most 256 lines stored as the operand is (no transpose), and the 128-byte swizzle laid
+out by address, which matches the buffer's panels only on a 1024-byte base.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.expr import evaluate
-from ..ir.nodes import DTYPE_BYTES, Copy, SharedTile, Tile
+from ..ir.nodes import DTYPE_BYTES, Copy, SharedTile, Tile, TmaLoad
 from ..ir.printer import stmt_text
 from .errors import InterpreterError
 from .tiles import Memory
@@ -61,6 +64,45 @@ def check_vectors(memory: Memory, c: Copy, tile: Tile, flat, whole, text: str) -
             f"{text}: a vector's elements are not contiguous "
             f"in {tile.buffer if isinstance(tile, SharedTile) else tile.operand}"
         )
+
+
+def check_tma(memory: Memory, load: TmaLoad, text: str) -> None:
+    """The tensor map and the shared destination of a TMA copy (cuTensorMapEncodeTiled's
+    limits; PTX ISA, "cp.async.bulk.tensor", and the 128-byte swizzle's address pattern)."""
+    kernel = memory.kernel
+    op = kernel.gemm.operand(load.src.operand)
+    buf = kernel.buffer(load.dst.buffer)
+    size = DTYPE_BYTES[buf.dtype]
+    ld = int(evaluate(op.leading_dim, memory.env))
+    problems = []
+    if (ld * size) % 16:
+        problems.append(f"{op.name}'s leading dimension ({ld}) is not a whole 16 bytes")
+    if op.layout != buf.layout:
+        problems.append(
+            f"{op.name} is {op.layout}-major and {buf.name} {buf.layout}-major: a TMA box "
+            "lands as it is stored"
+        )
+    rows, cols = load.dst.rows, load.dst.cols
+    lines, length = (rows, cols) if buf.layout == "row" else (cols, rows)
+    pos = evaluate(load.dst.offset[1] if buf.layout == "row" else load.dst.offset[0], memory.env)
+    if lines > 256:
+        problems.append(f"a box of {lines} lines (at most 256)")
+    if buf.panel:
+        if buf.panel * size != 128 or not buf.xor:
+            problems.append(f"{buf.name}'s panels are not the 128-byte swizzle")
+        if memory.offsets[buf.name] % 1024 or buf.lines % 8:
+            problems.append(
+                f"{buf.name}'s panels do not start on 1024 bytes (the swizzle is by address)"
+            )
+        if length % buf.panel or np.any(np.asarray(pos) % buf.panel):
+            problems.append(f"the tile is not whole {buf.panel}-element panels")
+    elif buf.xor or buf.pitch != length or (length * size) % 16:
+        problems.append(
+            f"{buf.name} is not a dense box of whole 16-byte lines (TMA writes no padding "
+            "and no XOR but the 128-byte swizzle)"
+        )
+    if problems:
+        raise InterpreterError(f"`{text}`: a TMA copy cannot do this: " + "; ".join(problems))
 
 
 def _element_and_base(memory: Memory, tile: Tile) -> tuple[int, int]:

@@ -1,6 +1,7 @@
 """The numpy interpreter of the IR: the executor, and the one entry point.
 
     stats = interpret(kernel, arrays, sizes)   # the output array is written in place
+    stats = interpret(kernel, arrays, sizes, schedules=4, seed=7, blocks=2)
 
 It executes what the emitter emits: every block of the grid, in order; inside a
 block every statement runs for all warps at once (numpy over a leading warp
@@ -16,11 +17,27 @@ the `wgmma.wait_group` that retires its group. The interpreter reads them at the
 refuses any write to them before that wait, and logs the reads again at the wait, so a
 write by another warp that no barrier orders after the wait is a race.
 
-The executor leans on three modules of one concern each:
+Warp specialization (`Roles`): the producer (one elected thread of the warpgroup after
+the IR warps) and the consumer (the IR warps, in lock-step among themselves) run
+concurrently, each a generator over its body that advances one statement at a time; a
+seeded scheduler (tiledsl.interp.roles) interleaves them and the TMA copies in flight,
+`schedules` times per call (default 2), and each interleaving must give the same bytes.
+A TMA copy reads global memory at its issue (zeros outside the operand), keeps its
+shared units in flight, and lands when the scheduler says, counting its bytes on its
+mbarrier (tiledsl.interp.mbarriers) then. Across the roles, a happens-before detector
+over vector clocks that flow through the mbarrier phases (tiledsl.interp.clocks) finds
+the races; a wait that nothing can complete is a DeadlockError. A persistent kernel runs
+`blocks` blocks (gridDim.x; default min(tiles, 3)), so that each loops over several tiles
+and the phase bits carry from tile to tile.
+
+The executor leans on modules of one concern each:
 
     tiles       where a tile's elements are (the block's shared arena, a global array)
     contracts   what each instruction asks of its addresses (the path's pointer contracts)
     races       the race log: accesses per barrier phase, the happens-before check
+    mbarriers   one block's mbarriers: arrivals, transaction bytes, phases
+    clocks      the roles' vector clocks and the shadow of shared memory
+    roles       the scheduler that interleaves the roles and the TMA copies
 """
 
 from __future__ import annotations
@@ -31,36 +48,65 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..ir.dtypes import VALUE, convert, decode, encode
-from ..ir.expr import INT32, evaluate
+from ..ir.expr import INT32, evaluate, variables
 from ..ir.grid import block_tile, grid_vars
 from ..ir.nodes import (
+    DTYPE_BYTES,
+    Arrive,
     AsyncCommit,
     AsyncWait,
     Barrier,
     Copy,
+    ExpectTx,
     Fill,
     For,
     GlobalTile,
     If,
     KernelIR,
+    Let,
     LoadFrag,
     Mma,
     MmaCommit,
     MmaFence,
     MmaWait,
+    Roles,
     SharedTile,
     StoreFrag,
     Tile,
+    TmaLoad,
+    Wait,
     async_mma,
     buffer_offsets,
+    walk,
 )
 from ..ir.printer import stmt_text
-from .contracts import check_fragment_pointer, check_vectors
-from .errors import InterpreterError, RaceError
+from .clocks import CONSUMER, PRODUCER, HappensBefore
+from .contracts import check_fragment_pointer, check_tma, check_vectors
+from .errors import DeadlockError, InterpreterError, RaceError
+from .mbarriers import MBarriers
 from .races import RaceLog
+from .roles import Blocked, Scheduler, Thread
 from .tiles import UNIT, Memory, checked_int
 
-__all__ = ["InterpreterError", "RaceError", "Stats", "copy_chunks", "interpret"]
+__all__ = [
+    "DeadlockError",
+    "InterpreterError",
+    "RaceError",
+    "Stats",
+    "copy_chunks",
+    "has_roles",
+    "interpret",
+]
+
+#: Interleavings per call of a kernel with roles, unless `schedules` says otherwise.
+DEFAULT_SCHEDULES = 2
+#: Blocks of a persistent kernel's grid, at most, unless `blocks` says otherwise: fewer
+#: blocks than tiles, so that each block loops over several.
+PERSISTENT_BLOCKS = 3
+
+# What a role cannot run: the producer is one thread without fragments; a block barrier
+# in one branch of the roles' if/else waits for threads that never reach it.
+_NOT_IN_PRODUCER = (Fill, LoadFrag, Mma, StoreFrag, MmaFence, MmaCommit, MmaWait)
 
 
 @dataclass
@@ -70,6 +116,10 @@ class Stats:
     warp_barriers: int = 0
     mma: int = 0
     async_groups: int = 0
+    tma_loads: int = 0
+    mbarrier_waits: int = 0
+    schedules: int = 1  # interleavings run (each over the whole grid); the counts are one's
+    steps: int = 0  # scheduler steps: statements run and TMA copies landed
 
 
 @dataclass
@@ -85,32 +135,142 @@ class _Pending:
 
 
 @dataclass
-class _Block:
-    """One block's running state: its environment, memory and fragments, and what is in
-    flight (cp.async groups landing, wgmma groups still reading)."""
+class _Flight:
+    """One TMA copy in flight: where it lands, what it carries, what it counts on."""
 
-    env: dict
+    view: np.ndarray
+    flat: np.ndarray
+    values: np.ndarray
+    units: np.ndarray
+    agent: int | None  # its issuer in the clocks (None outside roles)
+    clock: list[int] | None  # the issuer's clock at the issue
+    bar: tuple[str, int]
+    nbytes: int
+    who: str
+    stmt: TmaLoad
+
+
+@dataclass
+class _Block:
+    """One block's shared state: its memory, what is in flight in it, its mbarriers and
+    the roles' clocks."""
+
+    pid: int
     memory: Memory
-    frags: dict[str, np.ndarray]
-    inflight: np.ndarray  # per unit: an async copy is still filling it
+    inflight: np.ndarray  # per unit: a cp.async is still filling it
+    tma_busy: np.ndarray  # per unit: a TMA copy is still filling it
     mma_busy: np.ndarray  # per unit: wgmma reads in flight
+    bars: MBarriers | None
+    clocks: HappensBefore | None
+    flights: list[_Flight] = field(default_factory=list)
+    landed: list[tuple[str, int, int, TmaLoad]] = field(default_factory=list)
+
+
+@dataclass
+class _Agent:
+    """Who runs a body: the whole block (a kernel without roles), or one role. Its
+    environment, fragments and groups in flight are its own (per thread on the GPU)."""
+
+    role: str  # "block", "producer" or "consumer"
+    blk: _Block
+    env: dict
+    memory: Memory  # the block's, evaluated in this agent's environment
+    frags: dict[str, np.ndarray]
+    warps: int  # IR warps it stands for: arrivals per Arrive
+    threads: int  # threads a `by block` copy spreads over
+    thread0: int  # its first thread
+    index: int  # its agent in the clocks
+    in_role: bool
     uncommitted: list[_Pending] = field(default_factory=list)
     groups: list[list[_Pending]] = field(default_factory=list)
     # wgmma reads in flight: (units, issuers, stmt) per read, grouped like cp.async's
     mma_reads: list = field(default_factory=list)
     mma_groups: list[list] = field(default_factory=list)
+    loops: list[str] = field(default_factory=list)  # the running loops' variables
+    scope: list[str] = field(default_factory=list)  # the names it let, for reports
+    current: object = None  # the statement it runs
+
+    @property
+    def who(self) -> str:
+        return f" in the {self.role} role" if self.in_role else ""
+
+    def where(self) -> str:
+        """Its statement, and the values of its loop variables and of the names (lets) the
+        statement uses."""
+        stmt = self.current
+        text = stmt_text(stmt) if stmt is not None else "its start"
+        used = _names(stmt)
+        shown = [v for v in self.loops if v in self.env]
+        shown += [v for v in self.scope if v in used and v not in shown and v in self.env]
+        values = ", ".join(f"{v} = {_value(self.env[v])}" for v in shown)
+        return f"`{text}`" + (f" at {values}" if values else "")
 
 
-def interpret(kernel: KernelIR, arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> Stats:
-    """Run `kernel` over global `arrays` (1-D, storage order; the output is written in place)."""
-    return _Interpreter(kernel, arrays, sizes).run()
+def has_roles(kernel: KernelIR) -> bool:
+    """Whether the kernel is warp-specialized (its body holds a Roles)."""
+    return any(isinstance(s, Roles) for s in walk(kernel.body))
+
+
+def interpret(
+    kernel: KernelIR,
+    arrays: dict[str, np.ndarray],
+    sizes: dict[str, int],
+    *,
+    schedules: int | None = None,
+    seed: int = 0,
+    blocks: int | None = None,
+) -> Stats:
+    """Run `kernel` over global `arrays` (1-D, storage order; the output is written in place).
+
+    A kernel with roles runs `schedules` interleavings (default 2), each over the whole
+    grid from the same inputs, seeded by (`seed`, its number); they must agree to the
+    byte. `blocks` is a persistent kernel's grid (gridDim.x; default min(tiles, 3)).
+    """
+    if blocks is not None and not kernel.persistent:
+        raise ValueError(f"{kernel.name} is not persistent: its grid is one block per tile")
+    if blocks is not None and blocks < 1:
+        raise ValueError(f"blocks = {blocks}: a grid has at least one block")
+    count = (DEFAULT_SCHEDULES if schedules is None else schedules) if has_roles(kernel) else 1
+    if count < 1:
+        raise ValueError(f"schedules = {schedules}: at least one")
+    initial = {name: a.copy() for name, a in arrays.items()} if count > 1 else {}
+    first: dict[str, bytes] = {}
+    stats = Stats()
+    for number in range(count):
+        if number:
+            for name, a in arrays.items():
+                a[...] = initial[name]
+        rng = np.random.default_rng([seed, number])
+        stats = _Interpreter(kernel, arrays, sizes, rng, blocks).run()
+        if count == 1:
+            break
+        out = {name: a.tobytes() for name, a in arrays.items()}
+        if not first:
+            first = out
+        elif out != first:
+            name = next(n for n in out if out[n] != first[n])
+            raise InterpreterError(
+                f"{name} differs between interleavings 0 and {number} (seed {seed}): the "
+                "result depends on how the roles interleave, a race that no mbarrier orders"
+            )
+    stats.schedules = count
+    return stats
 
 
 class _Interpreter:
-    def __init__(self, kernel: KernelIR, arrays: dict[str, np.ndarray], sizes: dict[str, int]):
+    def __init__(
+        self,
+        kernel: KernelIR,
+        arrays: dict[str, np.ndarray],
+        sizes: dict[str, int],
+        rng: np.random.Generator,
+        blocks: int | None = None,
+    ):
         self.kernel = kernel
         self.arrays = arrays
         self.sizes = dict(sizes)
+        self.rng = rng
+        self.blocks = blocks
         self.stats = Stats()
         self.warp_width = kernel.warp_width
         self.warps = kernel.warp_count
@@ -122,17 +282,23 @@ class _Interpreter:
         self.warp_env = kernel.warp_coords()
         self.async_mma = async_mma(kernel)
         self.races = RaceLog(kernel, self.offsets)
+        self.roles = has_roles(kernel)
 
     def run(self) -> Stats:
         grid = {
             name: checked_int(e, self.sizes, name) for name, e in grid_vars(self.kernel).items()
         }
-        mapping = block_tile(self.kernel)
         batch = self.kernel.gemm.batch
         batches = int(evaluate(batch, self.sizes)) if batch is not None else 1
-        blocks = grid["tiles_m"] * grid["tiles_n"]
+        tiles = grid["tiles_m"] * grid["tiles_n"]
+        blocks = tiles
+        if self.kernel.persistent:
+            blocks = min(tiles, PERSISTENT_BLOCKS) if self.blocks is None else self.blocks
+            grid["blocks"] = blocks
         if blocks > INT32[1]:
             raise InterpreterError(f"{blocks} blocks: more than the grid's x axis (blockIdx.x)")
+        # a persistent block finds its tiles in its loop over them; the others have one
+        mapping = {} if self.kernel.persistent else block_tile(self.kernel)
         for bz, pid in itertools.product(range(batches), range(blocks)):
             self._run_block(grid, mapping, bz, pid)
         return self.stats
@@ -147,92 +313,286 @@ class _Interpreter:
             for f in self.kernel.fragments
         }
         units = self.arena_bytes // UNIT
+        memory = Memory(self.kernel, self.arrays, self.offsets, self.arena_bytes, env)
         blk = _Block(
-            env,
-            Memory(self.kernel, self.arrays, self.offsets, self.arena_bytes, env),
-            frags,
+            pid,
+            memory,
             inflight=np.zeros(units, bool),
+            tma_busy=np.zeros(units, bool),
             mma_busy=np.zeros(units, np.int32),
+            bars=MBarriers(self.kernel) if self.kernel.mbarriers else None,
+            clocks=HappensBefore(self.kernel, self.offsets, units, pid) if self.roles else None,
         )
         self.races.start_block(pid)
-        self._body(blk, self.kernel.body)
-        if blk.mma_reads or any(blk.mma_groups):
+        agent = _Agent(
+            "block", blk, env, memory, frags, self.warps, self.threads, 0, CONSUMER, False
+        )
+        self._schedule(blk, [(agent, self.kernel.body)])
+        self._finish(agent)
+        if blk.flights:
+            f = blk.flights[0]
             raise InterpreterError(
-                "wgmmas were issued but never waited for "
-                f"(block {pid}): a wgmma.wait_group is missing"
+                f"block {pid} ends with the TMA copy `{stmt_text(f.stmt)}` still in flight: "
+                f"no mbarrier.wait on {f.bar[0]}[{f.bar[1]}] waits for it to land"
             )
-        if blk.uncommitted or any(blk.groups):
-            raise InterpreterError(
-                "async copies were issued but never waited for "
-                f"(block {pid}): a cp.async.wait_group is missing"
-            )
+        assert blk.bars is not None or not blk.landed  # a TMA copy counts on a barrier
+        for name, slot, phase, stmt in blk.landed:
+            if blk.bars is not None and blk.bars.observed(name, slot) < phase:
+                raise InterpreterError(
+                    f"the TMA copy `{stmt_text(stmt)}` (block {pid}) landed in phase {phase} "
+                    f"of {name}[{slot}], which no mbarrier.wait observed complete: on the "
+                    "GPU the block may exit, or overwrite the tile, before it lands"
+                )
         self.races.check_phase()
         self.stats.blocks += 1
 
-    # ------------------------------------------------------------ statements
-    def _body(self, blk: _Block, body) -> None:
-        for stmt in body:
-            self._execute(blk, stmt)
+    def _finish(self, ag: _Agent) -> None:
+        """What an agent must have retired by its end."""
+        where = f"block {ag.blk.pid}" + (f", the {ag.role} role" if ag.in_role else "")
+        if ag.mma_reads or any(ag.mma_groups):
+            raise InterpreterError(
+                f"wgmmas were issued but never waited for ({where}): a wgmma.wait_group is missing"
+            )
+        if ag.uncommitted or any(ag.groups):
+            raise InterpreterError(
+                f"async copies were issued but never waited for ({where}): "
+                "a cp.async.wait_group is missing"
+            )
 
-    def _execute(self, blk: _Block, s) -> None:
+    # ------------------------------------------------------------ roles
+    def _schedule(self, blk: _Block, bodies: list) -> None:
+        """Run each (agent, body) to its end, interleaved, with the block's TMA copies."""
+        threads = [
+            Thread(
+                ag.role,
+                PRODUCER if ag.role == "producer" else CONSUMER,
+                self._body(ag, body),
+                ag.where,
+            )
+            for ag, body in bodies
+        ]
+        scheduler = Scheduler(self.rng, blk.bars, blk.pid)
+        steps = scheduler.run(threads, blk.flights, lambda i: self._land_tma(blk, i))
+        self.stats.steps += steps  # after the run: a nested run (the roles) adds its own
+
+    def _roles(self, ag: _Agent, s: Roles) -> None:
+        """Fork the producer and the consumer, run them concurrently, join."""
+        if ag.in_role:
+            raise InterpreterError(f"roles inside the {ag.role} role")
+        self.races.check_phase()  # the fork orders what the block did before
+        blk = ag.blk
+        env = {k: v for k, v in ag.env.items() if k not in self.warp_env}
+        producer = _Agent(
+            "producer",
+            blk,
+            env,
+            ag.memory.with_env(env),
+            {},
+            1,
+            1,
+            self.warps * self.warp_width,  # one elected thread of the warpgroup after them
+            PRODUCER,
+            True,
+        )
+        env = dict(ag.env)
+        consumer = _Agent(
+            "consumer",
+            blk,
+            env,
+            ag.memory.with_env(env),
+            ag.frags,
+            self.warps,
+            self.warps * self.warp_width,
+            0,
+            CONSUMER,
+            True,
+        )
+        self._schedule(blk, [(producer, s.producer.body), (consumer, s.consumer.body)])
+        self._finish(producer)
+        self._finish(consumer)
+
+    def _wait(self, ag: _Agent, s: Wait):
+        """mbarrier.try_wait.parity in a loop: blocked until the phase completes."""
+        bars = self._bars(ag, s)
+        name, slot = bars.ref(s.bar, ag.env, s)
+        parity = evaluate(s.parity, ag.env, int32=True)
+        if np.ndim(parity) or parity not in (0, 1):
+            raise InterpreterError(
+                f"`{stmt_text(s)}`{ag.who}: parity {_value(parity)}, not one of 0 and 1"
+            )
+        while not bars.passes(name, slot, int(parity)):
+            yield Blocked(name, slot, int(parity))
+        clock = bars.acquire(name, slot)
+        if ag.in_role and ag.blk.clocks is not None:
+            ag.blk.clocks.acquire(ag.index, clock)
+        self.stats.mbarrier_waits += 1
+        yield None
+
+    def _arrive(self, ag: _Agent, s: Arrive | ExpectTx) -> None:
+        """One arrival per IR warp of the agent (with expect_tx, its bytes announced)."""
+        bars = self._bars(ag, s)
+        name, slot = bars.ref(s.bar, ag.env, s)
+        clocks = ag.blk.clocks
+        clock = clocks.release(ag.index) if ag.in_role and clocks is not None else None
+        nbytes = s.bytes * ag.warps if isinstance(s, ExpectTx) else 0
+        bars.arrive(name, slot, ag.warps, nbytes, clock, ag.role, s)
+
+    def _bars(self, ag: _Agent, s) -> MBarriers:
+        if ag.blk.bars is None:
+            raise InterpreterError(f"`{stmt_text(s)}`: the kernel declares no mbarriers")
+        return ag.blk.bars
+
+    def _tma(self, ag: _Agent, s: TmaLoad) -> None:
+        """cp.async.bulk.tensor: read the global box now; its bytes land later."""
+        if ag.role == "consumer":
+            raise InterpreterError(
+                f"`{stmt_text(s)}` in the consumer role: a TMA copy is issued by one thread "
+                "(the producer's)"
+            )
+        blk = ag.blk
+        bars = self._bars(ag, s)
+        bar = bars.ref(s.bar, ag.env, s)
+        text = stmt_text(s)
+        if (s.src.rows, s.src.cols) != (s.dst.rows, s.dst.cols):
+            raise InterpreterError(f"`{text}`: the box and the shared tile differ in shape")
+        rows, cols = np.arange(s.dst.rows)[:, None], np.arange(s.dst.cols)[None, :]
+        inside: list = []
+        src, sflat, _ = ag.memory.locate(s.src, rows, cols, text, inside)
+        dst, dflat, dunits = ag.memory.locate(s.dst, rows, cols, text)
+        check_tma(ag.memory, s, text)
+        values = convert(src[sflat], ag.memory.dtype(s.src), ag.memory.dtype(s.dst))
+        values = np.where(inside[0], values, np.zeros((), dst.dtype))  # out of bounds: zeros
+        self._not_in_flight(ag, dunits, s)
+        self._not_being_read(ag, dunits, s)
+        blk.tma_busy[dunits] = True
+        clocks = blk.clocks
+        clock = clocks.issue(ag.index) if ag.in_role and clocks is not None else None
+        nbytes = s.dst.rows * s.dst.cols * DTYPE_BYTES[ag.memory.dtype(s.dst)]
+        agent = ag.index if clock is not None else None
+        blk.flights.append(
+            _Flight(dst, dflat, values, dunits, agent, clock, bar, nbytes, ag.role, s)
+        )
+        self.stats.tma_loads += 1
+
+    def _land_tma(self, blk: _Block, i: int) -> None:
+        """The TMA unit has written copy `i`: its bytes count on its barrier now."""
+        f = blk.flights.pop(i)
+        if (blk.mma_busy[f.units] > 0).any():
+            raise InterpreterError(
+                f"the TMA copy `{stmt_text(f.stmt)}` ({f.who} role) lands on shared memory "
+                "that a wgmma of the consumer role may still be reading: the consumers "
+                "released the slot before the wgmma.wait_group that retires its reads"
+            )
+        assert blk.bars is not None  # _tma checked that the kernel has barriers
+        name, slot = f.bar
+        phase = blk.bars.phase(name, slot)
+        blk.bars.complete_tx(name, slot, f.nbytes, f.clock, f.who, f.stmt)
+        f.view[f.flat] = f.values
+        blk.tma_busy[f.units] = False
+        if blk.clocks is not None and f.agent is not None:
+            assert f.clock is not None
+            blk.clocks.write(f.agent, f.clock, f.units, f.stmt)
+        blk.landed.append((name, slot, phase, f.stmt))
+
+    # ------------------------------------------------------------ statements
+    def _body(self, ag: _Agent, body):
+        """A generator over `body`: one step per statement (a blocked wait yields
+        Blocked until it passes)."""
+        for stmt in body:
+            ag.current = stmt
+            try:
+                match stmt:
+                    case For():
+                        yield from self._loop(ag, stmt)
+                    case If():
+                        yield from self._branch(ag, stmt)
+                    case Wait():
+                        yield from self._wait(ag, stmt)
+                    case _:
+                        self._execute(ag, stmt)
+                        yield None
+            except KeyError as err:  # a name the role does not bind (the producer: `wm`)
+                if not ag.in_role:
+                    raise
+                raise InterpreterError(f"{ag.where()}{ag.who}: {err.args[0]}") from None
+
+    def _execute(self, ag: _Agent, s) -> None:
+        if ag.role == "producer" and isinstance(s, _NOT_IN_PRODUCER):
+            raise InterpreterError(
+                f"`{stmt_text(s)}` in the producer role: its statements are one thread's, "
+                "which holds no fragments"
+            )
         match s:
-            case For():
-                self._loop(blk, s)
-            case If():
-                self._branch(blk, s)
+            case Let():
+                ag.env[s.var] = checked_int(s.value, ag.env, f"let {s.var}")
+                if s.var not in ag.scope:
+                    ag.scope.append(s.var)
             case Fill():
-                frag, i, j = self._frag(blk, s.frag)
+                frag, i, j = self._frag(ag, s.frag)
                 frag[:, i, j] = s.value
             case LoadFrag():
-                self._load_fragment(blk, s)
+                self._load_fragment(ag, s)
             case MmaFence():
                 pass  # orders registers for the hardware; the interpreter's are always in order
             case MmaCommit():
-                blk.mma_groups.append(blk.mma_reads)
-                blk.mma_reads = []
+                ag.mma_groups.append(ag.mma_reads)
+                ag.mma_reads = []
             case MmaWait():
-                self._retire_mmas(blk, s.pending)
+                self._retire_mmas(ag, s.pending)
             case Mma():
-                self._mma(blk, s)
+                self._mma(ag, s)
             case StoreFrag():
-                check_fragment_pointer(blk.memory, s.dst, s, read_async=False)
-                frag, i, j = self._frag(blk, s.frag)
-                self._write_tile(blk, s.dst, frag[:, i, j], s)
+                check_fragment_pointer(ag.memory, s.dst, s, read_async=False)
+                frag, i, j = self._frag(ag, s.frag)
+                self._write_tile(ag, s.dst, frag[:, i, j], s)
             case Copy():
-                self._copy(blk, s)
+                self._copy(ag, s)
             case AsyncCommit():
-                blk.groups.append(blk.uncommitted)
-                blk.uncommitted = []
+                ag.groups.append(ag.uncommitted)
+                ag.uncommitted = []
                 self.stats.async_groups += 1
             case AsyncWait():
-                self._retire_copies(blk, s.pending)
+                self._retire_copies(ag, s.pending)
             case Barrier(scope="block"):
+                if ag.in_role:
+                    raise InterpreterError(
+                        f"`{stmt_text(s)}` in the {ag.role} role: __syncthreads in one branch "
+                        "of the roles waits for threads that never reach it (a hung block)"
+                    )
                 self.races.check_phase()
                 self.stats.block_barriers += 1
             case Barrier():
                 self.races.warp_barrier()
                 self.stats.warp_barriers += 1
+            case Arrive() | ExpectTx():
+                self._arrive(ag, s)
+            case TmaLoad():
+                self._tma(ag, s)
+            case Roles():
+                self._roles(ag, s)
             case _:
                 raise InterpreterError(f"cannot interpret {type(s).__name__}")
 
-    def _loop(self, blk: _Block, s: For) -> None:
-        start, stop = int(evaluate(s.start, blk.env)), int(evaluate(s.stop, blk.env))
+    def _loop(self, ag: _Agent, s: For):
+        start, stop = int(evaluate(s.start, ag.env)), int(evaluate(s.stop, ag.env))
+        ag.loops.append(s.var)
         for value in range(start, stop, s.step):
-            blk.env[s.var] = value
-            self._body(blk, s.body)
-        blk.env.pop(s.var, None)
+            ag.env[s.var] = value
+            yield from self._body(ag, s.body)
+        ag.loops.pop()
+        ag.env.pop(s.var, None)
 
-    def _branch(self, blk: _Block, s: If) -> None:
-        lhs, rhs = evaluate(s.lhs, blk.env), evaluate(s.rhs, blk.env)
+    def _branch(self, ag: _Agent, s: If):
+        lhs, rhs = evaluate(s.lhs, ag.env), evaluate(s.rhs, ag.env)
         if np.ndim(lhs) or np.ndim(rhs):  # all warps run a statement at once: one branch
             raise InterpreterError(f"`if` on a thread-dependent condition: {stmt_text(s)}")
         taken = lhs < rhs if s.op == "<" else lhs == rhs
-        self._body(blk, s.then if taken else s.orelse)
+        yield from self._body(ag, s.then if taken else s.orelse)
 
     # ------------------------------------------------------------ fragments
-    def _frag(self, blk: _Block, ref):
-        i, j = int(evaluate(ref.i, blk.env)), int(evaluate(ref.j, blk.env))
-        return blk.frags[ref.name], i, j
+    def _frag(self, ag: _Agent, ref):
+        i, j = int(evaluate(ref.i, ag.env)), int(evaluate(ref.j, ag.env))
+        return ag.frags[ref.name], i, j
 
     def _reads_async(self, s: LoadFrag) -> bool:
         """A wgmma operand: read by the tensor cores until its group retires."""
@@ -242,84 +602,113 @@ class _Interpreter:
             and self.kernel.fragment(s.frag.name).role != "accumulator"
         )
 
-    def _load_fragment(self, blk: _Block, s: LoadFrag) -> None:
+    def _load_fragment(self, ag: _Agent, s: LoadFrag) -> None:
         read_async = self._reads_async(s)
-        check_fragment_pointer(blk.memory, s.src, s, read_async)
-        frag, i, j = self._frag(blk, s.frag)
-        values = decode(self._read_tile(blk, s.src, s), blk.memory.dtype(s.src))
+        check_fragment_pointer(ag.memory, s.src, s, read_async)
+        frag, i, j = self._frag(ag, s.frag)
+        values = decode(self._read_tile(ag, s.src, s), ag.memory.dtype(s.src))
         frag[:, i, j] = values.astype(frag.dtype)
         if read_async:  # the tensor cores go on reading: no writes there until the wait
-            _, _, units, issuers = blk.memory.warp_tile(s.src, stmt_text(s))
-            blk.mma_reads.append((units, issuers, s))
-            np.add.at(blk.mma_busy, units.ravel(), 1)
+            _, _, units, issuers = ag.memory.warp_tile(s.src, stmt_text(s))
+            ag.mma_reads.append((units, issuers, s))
+            np.add.at(ag.blk.mma_busy, units.ravel(), 1)
 
-    def _retire_mmas(self, blk: _Block, pending: int) -> None:
+    def _retire_mmas(self, ag: _Agent, pending: int) -> None:
         """wgmma.wait_group: the oldest groups are done reading; their reads last till here."""
-        while len(blk.mma_groups) > pending:
-            for units, issuers, stmt in blk.mma_groups.pop(0):
-                np.add.at(blk.mma_busy, units.ravel(), -1)
-                self.races.record(units, issuers, False, stmt)  # still read until here
+        while len(ag.mma_groups) > pending:
+            for units, issuers, stmt in ag.mma_groups.pop(0):
+                np.add.at(ag.blk.mma_busy, units.ravel(), -1)
+                self._log(ag, units, issuers, False, stmt)  # still read until here
 
-    def _mma(self, blk: _Block, s: Mma) -> None:
-        acc, ai, aj = self._frag(blk, s.acc)
-        a, i, j = self._frag(blk, s.a)
-        b, bi, bj = self._frag(blk, s.b)
+    def _mma(self, ag: _Agent, s: Mma) -> None:
+        acc, ai, aj = self._frag(ag, s.acc)
+        a, i, j = self._frag(ag, s.a)
+        b, bi, bj = self._frag(ag, s.b)
         product = np.matmul(a[:, i, j].astype(np.float32), b[:, bi, bj].astype(np.float32))
         acc[:, ai, aj] = (acc[:, ai, aj].astype(np.float32) + product).astype(acc.dtype)
-        self.stats.mma += self.warps
+        self.stats.mma += ag.warps
 
     # ------------------------------------------------------------ tiles
-    def _read_tile(self, blk: _Block, tile: Tile, stmt) -> np.ndarray:
-        data, flat, units, issuers = blk.memory.warp_tile(tile, stmt_text(stmt))
+    def _log(self, ag: _Agent, units, issuers, write: bool, stmt) -> None:
+        """An access to shared memory: into the phase race log (the IR warps' accesses
+        among themselves), and across the roles into the clocks."""
+        if ag.role != "producer":
+            self.races.record(units, issuers, write, stmt)
+        clocks = ag.blk.clocks
+        if ag.in_role and clocks is not None:
+            if write:
+                clocks.write(ag.index, clocks.clock(ag.index), units, stmt)
+            else:
+                clocks.read(ag.index, units, stmt)
+
+    def _read_tile(self, ag: _Agent, tile: Tile, stmt) -> np.ndarray:
+        data, flat, units, issuers = ag.memory.warp_tile(tile, stmt_text(stmt))
         if units is not None:
-            self._not_in_flight(blk, units, stmt)
-            self.races.record(units, issuers, False, stmt)
+            self._not_in_flight(ag, units, stmt)
+            self._log(ag, units, issuers, False, stmt)
         return data[flat]
 
-    def _write_tile(self, blk: _Block, tile: Tile, values, stmt) -> None:
-        data, flat, units, issuers = blk.memory.warp_tile(tile, stmt_text(stmt))
+    def _write_tile(self, ag: _Agent, tile: Tile, values, stmt) -> None:
+        data, flat, units, issuers = ag.memory.warp_tile(tile, stmt_text(stmt))
         if units is not None:
-            self._not_in_flight(blk, units, stmt)
-            self._not_being_read(blk, units, stmt)
-            self.races.record(units, issuers, True, stmt)
-        data[flat] = encode(values, blk.memory.dtype(tile))
+            self._not_in_flight(ag, units, stmt)
+            self._not_being_read(ag, units, stmt)
+            self._log(ag, units, issuers, True, stmt)
+        data[flat] = encode(values, ag.memory.dtype(tile))
 
-    def _not_in_flight(self, blk: _Block, units, stmt) -> None:
+    def _not_in_flight(self, ag: _Agent, units, stmt) -> None:
+        blk = ag.blk
         if blk.inflight[units].any():
             raise InterpreterError(
-                f"`{stmt_text(stmt)}` touches shared memory that a cp.async is "
+                f"`{stmt_text(stmt)}`{ag.who} touches shared memory that a cp.async is "
                 "still filling: a wait_group (and barrier) is missing before it"
             )
-
-    def _not_being_read(self, blk: _Block, units, stmt) -> None:
-        if (blk.mma_busy[np.asarray(units)] > 0).any():
+        if blk.tma_busy[units].any():
+            mine = np.asarray(units).ravel()
+            f = next(f for f in blk.flights if np.isin(f.units.ravel(), mine).any())
             raise InterpreterError(
-                f"`{stmt_text(stmt)}` overwrites shared memory that a wgmma may still be "
-                "reading: a wgmma.wait_group (and barrier) is missing before it"
+                f"`{stmt_text(stmt)}`{ag.who} touches shared memory that the TMA copy "
+                f"`{stmt_text(f.stmt)}` is still filling: a wait on "
+                f"{f.bar[0]}[{f.bar[1]}] is missing before it"
             )
 
+    def _not_being_read(self, ag: _Agent, units, stmt) -> None:
+        if not (ag.blk.mma_busy[np.asarray(units)] > 0).any():
+            return
+        if ag.in_role and ag.role != "consumer":
+            raise InterpreterError(
+                f"`{stmt_text(stmt)}`{ag.who} overwrites shared memory that a wgmma of the "
+                "consumer role may still be reading: no mbarrier handoff orders it after "
+                "the wgmma.wait_group that retires those reads (the wait for the consumers' "
+                "release is missing, or they release the slot before that retire)"
+            )
+        raise InterpreterError(
+            f"`{stmt_text(stmt)}`{ag.who} overwrites shared memory that a wgmma may still "
+            "be reading: a wgmma.wait_group (and barrier) is missing before it"
+        )
+
     # ------------------------------------------------------------ copies
-    def _copy(self, blk: _Block, c: Copy) -> None:
+    def _copy(self, ag: _Agent, c: Copy) -> None:
         rows, cols, v = copy_chunks(c)
-        issuers = self._copy_issuers(c, v, cols)
+        issuers = self._copy_issuers(ag, c, v, cols)
         text = stmt_text(c)
         inside: list | None = [] if c.guard else None
-        src, sflat, sunits = blk.memory.locate(c.src, rows, cols, text, inside)
-        dst, dflat, dunits = blk.memory.locate(c.dst, rows, cols, text, inside)
+        src, sflat, sunits = ag.memory.locate(c.src, rows, cols, text, inside)
+        dst, dflat, dunits = ag.memory.locate(c.dst, rows, cols, text, inside)
         shape = np.broadcast_shapes(sflat.shape, dflat.shape, issuers.shape)
         sflat, dflat = np.broadcast_to(sflat, shape), np.broadcast_to(dflat, shape)
         issuers = np.broadcast_to(issuers, shape)
-        mask, whole = self._guard(blk, c, inside, shape)
-        check_vectors(blk.memory, c, c.src, sflat, whole, text)
-        check_vectors(blk.memory, c, c.dst, dflat, whole, text)
+        mask, whole = self._guard(ag, c, inside, shape)
+        check_vectors(ag.memory, c, c.src, sflat, whole, text)
+        check_vectors(ag.memory, c, c.dst, dflat, whole, text)
         if sunits is not None:
             sunits = np.broadcast_to(sunits, (*shape, *sunits.shape[len(shape) :]))
-            self._not_in_flight(blk, sunits, c)
-            self.races.record(sunits, _expand(issuers, sunits), False, c)
+            self._not_in_flight(ag, sunits, c)
+            self._log(ag, sunits, _expand(issuers, sunits), False, c)
         if c.epilogue is not None:
-            values = self._epilogue(blk, c, src[sflat], dst, dflat, cols, shape)
+            values = self._epilogue(ag, c, src[sflat], dst, dflat, cols, shape)
         else:
-            values = convert(src[sflat], blk.memory.dtype(c.src), blk.memory.dtype(c.dst))
+            values = convert(src[sflat], ag.memory.dtype(c.src), ag.memory.dtype(c.dst))
         if mask is not None and dunits is not None:
             values = np.where(mask, values, np.zeros((), dst.dtype))  # a load: zero-filled
         if dunits is None:
@@ -328,17 +717,20 @@ class _Interpreter:
             dst[dflat] = values
             return
         dunits = np.broadcast_to(dunits, (*shape, *dunits.shape[len(shape) :]))
-        self._land(blk, c, dst, dflat, dunits, values, _expand(issuers, dunits))
+        self._land(ag, c, dst, dflat, dunits, values, _expand(issuers, dunits))
 
-    def _copy_issuers(self, c: Copy, v: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    def _copy_issuers(self, ag: _Agent, c: Copy, v: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """Who moves each chunk: thread v % threads of the block, or lane v % warp width of
-        every warp (`by warp`); a leading warp axis either way."""
+        every warp (`by warp`); a leading warp axis either way. The producer's one thread
+        moves all of its copies."""
+        if ag.role == "producer":
+            return np.full((1, *cols.shape), ag.thread0)
         if c.by == "block":
-            return np.broadcast_to((v % self.threads)[:, None], cols.shape)[None]
+            return np.broadcast_to((v % ag.threads)[:, None], cols.shape)[None]
         lanes = (v % self.warp_width)[:, None]
         return (np.arange(self.warps) * self.warp_width)[:, None, None] + lanes[None]
 
-    def _guard(self, blk: _Block, c: Copy, inside: list | None, shape) -> tuple:
+    def _guard(self, ag: _Agent, c: Copy, inside: list | None, shape) -> tuple:
         """(in-bounds mask or None, chunks moved as one vector) of a copy."""
         whole = np.ones(shape[:-1], bool)
         if not c.guard:
@@ -349,43 +741,43 @@ class _Interpreter:
         mask = np.broadcast_to(inside[0], shape)
         glob = c.src if isinstance(c.src, GlobalTile) else c.dst
         assert isinstance(glob, GlobalTile)  # a guarded copy has a global side
-        ld = int(evaluate(self.kernel.gemm.operand(glob.operand).leading_dim, blk.env))
+        ld = int(evaluate(self.kernel.gemm.operand(glob.operand).leading_dim, ag.env))
         return mask, mask.all(axis=-1) & (ld % c.vector == 0)
 
-    def _land(self, blk: _Block, c: Copy, dst, dflat, dunits, values, issuers) -> None:
+    def _land(self, ag: _Agent, c: Copy, dst, dflat, dunits, values, issuers) -> None:
         """A copy's values into shared memory: now, or (cp.async) when its group retires."""
-        self._not_in_flight(blk, dunits, c)
-        self._not_being_read(blk, dunits, c)
+        self._not_in_flight(ag, dunits, c)
+        self._not_being_read(ag, dunits, c)
         if c.mode == "async":
-            blk.uncommitted.append(_Pending(dst, dflat, values, dunits, issuers, c))
-            blk.inflight[dunits] = True
+            ag.uncommitted.append(_Pending(dst, dflat, values, dunits, issuers, c))
+            ag.blk.inflight[dunits] = True
         else:
             dst[dflat] = values
-            self.races.record(dunits, issuers, True, c)
+            self._log(ag, dunits, issuers, True, c)
 
-    def _retire_copies(self, blk: _Block, pending: int) -> None:
+    def _retire_copies(self, ag: _Agent, pending: int) -> None:
         """cp.async.wait_group: the oldest groups land, and count as written here."""
-        while len(blk.groups) > pending:
-            for p in blk.groups.pop(0):
+        while len(ag.groups) > pending:
+            for p in ag.groups.pop(0):
                 p.view[p.flat] = p.values
-                blk.inflight[p.units] = False
-                self.races.record(p.units, p.issuers, True, p.stmt)
+                ag.blk.inflight[p.units] = False
+                self._log(ag, p.units, p.issuers, True, p.stmt)
 
-    def _epilogue(self, blk: _Block, c: Copy, stored, dst, dflat, cols, shape):
+    def _epilogue(self, ag: _Agent, c: Copy, stored, dst, dflat, cols, shape):
         """C's storage values after the epilogue: as the kernel computes them, in float32."""
         ep = c.epilogue
         assert ep is not None and isinstance(c.dst, GlobalTile)  # a store into C
-        memory = blk.memory
+        memory = ag.memory
         acc = decode(stored, memory.dtype(c.src)).astype(np.float32)
         c_old = decode(dst[dflat], memory.dtype(c.dst)) if ep.reads_c else None
         biases: dict[str, np.ndarray] = {}
         if ep.bias_operands:
-            col = np.asarray(evaluate(c.dst.origin[1], blk.env)).reshape(-1, 1, 1)
-            col = col + np.asarray(evaluate(c.dst.offset[1], blk.env)).reshape(-1, 1, 1) + cols
+            col = np.asarray(evaluate(c.dst.origin[1], ag.env)).reshape(-1, 1, 1)
+            col = col + np.asarray(evaluate(c.dst.offset[1], ag.env)).reshape(-1, 1, 1) + cols
             col = np.broadcast_to(col, shape)
             for name in ep.bias_operands:
                 op = self.kernel.gemm.operand(name)
-                n = int(evaluate(op.dims[0], blk.env))
+                n = int(evaluate(op.dims[0], ag.env))
                 values = decode(self.arrays[name], op.dtype)
                 biases[name] = values[np.clip(col, 0, n - 1)]  # clipped: skipped past the edge
         return encode(ep.apply(acc, c_old, biases), memory.dtype(c.dst))
@@ -411,3 +803,18 @@ def _expand(issuers, units):
     """Issuers broadcast over the trailing unit axis of a multi-unit (f32) element."""
     extra = units.ndim - issuers.ndim
     return np.broadcast_to(issuers.reshape(*issuers.shape, *([1] * extra)), units.shape)
+
+
+def _names(stmt) -> frozenset[str]:
+    """The variables an mbarrier statement's slot and parity use (none for the others)."""
+    match stmt:
+        case Wait():
+            return variables(stmt.bar.slot) | variables(stmt.parity)
+        case Arrive() | ExpectTx() | TmaLoad():
+            return variables(stmt.bar.slot)
+    return frozenset()
+
+
+def _value(v) -> str:
+    """A variable's value for a report: an int, or the list of its values per warp."""
+    return str(v.tolist()) if isinstance(v, np.ndarray) else str(v)

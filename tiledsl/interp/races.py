@@ -130,15 +130,32 @@ class RaceLog:
         )
 
     def _where(self, byte: int, text: str) -> str:
-        """Buffer[slot][row][col] of a byte; of the buffers sharing it, the one `text` names."""
-        places = []
-        for b in self.kernel.buffers:
-            start = self.offsets[b.name]
-            if start <= byte < start + b.size_bytes:
-                elem = (byte - start) // DTYPE_BYTES[b.dtype]
+        return where(self.kernel, self.offsets, byte, text)
+
+
+def where(kernel: KernelIR, offsets: dict[str, int], byte: int, text: str) -> str:
+    """Buffer[slot][row][col] of a byte; of the buffers sharing it, the one `text` names."""
+    places = []
+    for b in kernel.buffers:
+        start = offsets[b.name]
+        if start <= byte < start + b.size_bytes:
+            elem = (byte - start) // DTYPE_BYTES[b.dtype]
+            if b.panel or b.xor:  # a permuted layout: invert it by search
+                slot, row, col = _unpermute(b, elem)
+            else:
                 slot, rest = divmod(elem, b.lines * b.pitch)
                 row, col = divmod(rest, b.pitch)
                 if b.layout == "col":
                     row, col = col, row
-                places.append((f"{b.name}[" not in text, f"{b.name}[{slot}][{row}][{col}]"))
-        return min(places)[1] if places else f"byte {byte}"
+            places.append((f"{b.name}[" not in text, f"{b.name}[{slot}][{row}][{col}]"))
+    return min(places)[1] if places else f"byte {byte}"
+
+
+def _unpermute(b, elem: int) -> tuple[int, int, int]:
+    """(slot, row, col) stored at element `elem` of a swizzled or panelled buffer."""
+    slot = elem // (b.lines * b.pitch)
+    rows, cols = np.meshgrid(np.arange(b.rows), np.arange(b.cols), indexing="ij")
+    hit = np.argwhere(b.element(slot, rows, cols) == elem)
+    if hit.size == 0:  # padding: no element of the tile is stored there
+        return slot, -1, -1
+    return slot, int(hit[0][0]), int(hit[0][1])

@@ -1,6 +1,7 @@
 """Where a tile's elements are: in one block's shared-memory arena or in a global array.
 
     memory = Memory(kernel, arrays, offsets, arena_bytes, env)   # one per block
+    role_memory = memory.with_env(role_env)                      # the same bytes, a role's names
     data, flat, units = memory.locate(tile, rows, cols, what)    # elements (rows, cols)
     data, flat, units, issuers = memory.warp_tile(tile, what)    # a whole tile, per warp
 
@@ -15,6 +16,8 @@ Index arithmetic is the generated code's: 32-bit ints, which must not overflow
 """
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 
@@ -64,6 +67,13 @@ class Memory:
             .reshape(-1)
             for b in kernel.buffers
         }
+
+    def with_env(self, env: dict) -> Memory:
+        """The same memory (arena, views, arrays) seen from another environment: a role's,
+        whose loop variables and names are its own."""
+        other = copy.copy(self)
+        other.env = env
+        return other
 
     def dtype(self, tile: Tile) -> str:
         if isinstance(tile, SharedTile):

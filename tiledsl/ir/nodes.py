@@ -15,6 +15,14 @@
               | MmaFence() | MmaCommit() | MmaWait(pending)
                                                     wgmma's asynchronous groups (`mma m64nNk16`):
                                                     fence the registers, close a group, wait
+              | Let(var, value)                     const int var = value (block-uniform)
+              | Roles(producer: Role, consumer: Role)
+                                                    warp specialization: one if/else on the
+                                                    warpgroup; the consumers are the IR warps,
+                                                    the producer one more warpgroup
+              | TmaLoad(dst, src, bar)              the TMA unit copies a tile, counted on bar
+              | ExpectTx(bar, bytes) | Arrive(bar) | Wait(bar, parity)
+                                                    mbarrier handoffs (Hopper)
     Tile      = GlobalTile(operand, origin (r, c), offset (r, c), rows, cols)
               | SharedTile(buffer, slot, offset (r, c), rows, cols)
     FragRef   = fragment name [i][j]     (i, j: constants or unrolled loop variables)
@@ -51,8 +59,10 @@ FragmentRole = Literal["matrix_a", "matrix_b", "accumulator"]
 Axis = Literal["cols", "rows"]
 
 #: The loops a pass looks for: the block steps along K and, inside, the fragment steps.
-LoopRole = Literal["", "k_blocks", "k_fragments"]
+LoopRole = Literal["", "k_blocks", "k_fragments", "tiles"]
+RoleName = Literal["producer", "consumer"]
 K_BLOCKS: LoopRole = "k_blocks"
+TILES: LoopRole = "tiles"  # a persistent block's loop over its output tiles
 K_FRAGMENTS: LoopRole = "k_fragments"
 
 
@@ -311,6 +321,99 @@ class MmaWait:
     pending: int
 
 
+@dataclass(frozen=True)
+class MBarrier:
+    """An array of `slots` mbarriers in shared memory (8 bytes each). A phase completes when
+    `arrivals` arrivals and every byte announced by ExpectTx have come in; a Wait names
+    the phase by its parity (PTX ISA, "mbarrier")."""
+
+    name: str
+    slots: int
+    arrivals: int
+    purpose: str
+
+
+@dataclass(frozen=True)
+class BarrierRef:
+    name: str
+    slot: Expr
+
+    def __str__(self) -> str:
+        return f"{self.name}[{to_c(self.slot)}]"
+
+
+@dataclass(frozen=True)
+class TmaLoad:
+    """cp.async.bulk.tensor: the TMA unit copies global tile `src` into shared tile `dst`
+    (in the 128-byte swizzle, one box per 64-element panel), asynchronously; its bytes
+    count on `bar`. Issued by one thread; elements outside the operand arrive as zeros."""
+
+    dst: SharedTile
+    src: GlobalTile
+    bar: BarrierRef
+
+
+@dataclass(frozen=True)
+class ExpectTx:
+    """mbarrier.arrive.expect_tx by the issuing thread: one arrival on `bar`, and `bytes`
+    bytes still to come from the TMA copies counted on it."""
+
+    bar: BarrierRef
+    bytes: int
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Arrive:
+    """mbarrier.arrive by one thread of each IR warp (warpgroup) that runs it, after the
+    warpgroup is done with what the barrier hands back."""
+
+    bar: BarrierRef
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Wait (mbarrier.try_wait.parity, in a loop) until the phase of `bar` whose parity is
+    `parity` has completed; everything written before that phase's arrivals is visible."""
+
+    bar: BarrierRef
+    parity: Expr
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Let:
+    """A block-uniform name for a value: `const int var = value;`."""
+
+    var: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Role:
+    """One side of a warp-specialized block: its body and the registers per thread it asks
+    for (setmaxnreg). The producer's statements are issued by one elected thread."""
+
+    name: RoleName
+    registers: int
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Warp specialization: the consumer warpgroups (the IR warps) and one producer
+    warpgroup after them run different bodies concurrently, handing stages over through
+    mbarriers."""
+
+    producer: Role
+    consumer: Role
+
+    @property
+    def roles(self) -> tuple[Role, Role]:
+        return (self.producer, self.consumer)
+
+
 Stmt = (
     For
     | Copy
@@ -325,6 +428,12 @@ Stmt = (
     | MmaFence
     | MmaCommit
     | MmaWait
+    | Let
+    | Roles
+    | TmaLoad
+    | ExpectTx
+    | Arrive
+    | Wait
 )
 
 
@@ -341,6 +450,9 @@ class KernelIR:
     passes: tuple[str, ...] = ()  # the passes applied so far, in order
     raster: tuple[str, int] = ("none", 0)  # block id -> tile order: none, grouped G, zigzag W
     sync_report: tuple = ()  # sync-elimination's decision per barrier (hazards.SyncDecision)
+    mbarriers: tuple[MBarrier, ...] = ()  # after the shared buffers (warp specialization)
+    producer_warps: int = 0  # warpgroups beside the IR warps (warp specialization's producer)
+    persistent: bool = False  # gridDim.x blocks (the SM count), each looping over tiles
     # The guarded twin for sizes that are not multiples of the block tile (tiledsl.lowering.edges);
     # this kernel, unguarded, is the fast path for sizes that are.
     edge: KernelIR | None = None
@@ -356,7 +468,8 @@ class KernelIR:
 
     @property
     def threads(self) -> int:
-        return self.warp_count * self.warp_width
+        """Threads of the block: the IR warps', and the producer warpgroup's if any."""
+        return (self.warp_count + self.producer_warps) * self.warp_width
 
     @property
     def smem_bytes(self) -> int:
@@ -364,7 +477,21 @@ class KernelIR:
         kernel round its base up to its alignment, which the launch does not promise)."""
         offsets = buffer_offsets(self)
         used = max((_aligned(offsets[b.name] + b.size_bytes) for b in self.buffers), default=0)
+        used += 8 * sum(m.slots for m in self.mbarriers)
         return used + self.schedule.path.smem_slack if used else used
+
+    def mbarrier(self, name: str) -> MBarrier:
+        return next(m for m in self.mbarriers if m.name == name)
+
+    def mbarrier_offsets(self) -> dict[str, int]:
+        """Byte offset of each mbarrier array: after the shared buffers, 8-byte aligned."""
+        offsets = buffer_offsets(self)
+        at = max((_aligned(offsets[b.name] + b.size_bytes) for b in self.buffers), default=0)
+        out = {}
+        for m in self.mbarriers:
+            out[m.name] = at
+            at += 8 * m.slots
+        return out
 
     def warp_coords(self) -> dict:
         """`warp`, `wm`, `wn` of every warp of a block, as numpy arrays (as the emitted
@@ -436,6 +563,8 @@ def tiles_of(stmt: Stmt) -> tuple[Tile, ...]:
             return (stmt.src,)
         case StoreFrag():
             return (stmt.dst,)
+        case TmaLoad():
+            return (stmt.src, stmt.dst)
     return ()
 
 
@@ -462,6 +591,9 @@ def walk(body: tuple[Stmt, ...]):
         elif isinstance(s, If):
             yield from walk(s.then)
             yield from walk(s.orelse)
+        elif isinstance(s, Roles):
+            for role in s.roles:
+                yield from walk(role.body)
 
 
 def map_body(body: tuple[Stmt, ...], fn) -> tuple[Stmt, ...]:
@@ -472,6 +604,11 @@ def map_body(body: tuple[Stmt, ...], fn) -> tuple[Stmt, ...]:
             s = replace(s, body=map_body(s.body, fn))
         elif isinstance(s, If):
             s = replace(s, then=map_body(s.then, fn), orelse=map_body(s.orelse, fn))
+        elif isinstance(s, Roles):
+            s = Roles(
+                replace(s.producer, body=map_body(s.producer.body, fn)),
+                replace(s.consumer, body=map_body(s.consumer.body, fn)),
+            )
         result = fn(s)
         out.extend(result if isinstance(result, tuple) else (result,))
     return tuple(out)

@@ -60,6 +60,7 @@ class InstructionPath:
     lane_addressed: bool  # each lane computes its own addresses: the kernel names `lane`
     reads_tiles_async: bool  # the tensor cores read A and B after the issue (wgmma groups)
     reads_swizzled_lines: bool  # can read `pad xor` tiles
+    feeds_tma_pipeline: bool  # reads the 128-byte swizzle TMA writes: `copy tma` can feed it
     swizzle_panel_bytes: int  # 0, or 128: lines cut in panels, the hardware's swizzle atom
     smem_align: int  # bytes: where each shared buffer starts
     smem_slack: int  # dynamic shared memory asked beyond the buffers, to reach smem_align
@@ -114,6 +115,7 @@ WMMA = InstructionPath(
     fragments_in_registers=True,
     lane_addressed=False,
     reads_tiles_async=False,
+    feeds_tma_pipeline=False,
     reads_swizzled_lines=False,
     swizzle_panel_bytes=0,
     smem_align=128,
@@ -145,6 +147,7 @@ MMA_SYNC = InstructionPath(
     fragments_in_registers=True,
     lane_addressed=True,
     reads_tiles_async=False,
+    feeds_tma_pipeline=False,
     reads_swizzled_lines=True,
     swizzle_panel_bytes=0,
     smem_align=128,
@@ -184,6 +187,7 @@ WGMMA = InstructionPath(
     fragments_in_registers=False,
     lane_addressed=True,
     reads_tiles_async=True,
+    feeds_tma_pipeline=True,
     reads_swizzled_lines=True,
     swizzle_panel_bytes=128,
     smem_align=1024,  # the 128-byte swizzle is a function of address bits 4-9

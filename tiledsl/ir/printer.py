@@ -16,23 +16,29 @@ from __future__ import annotations
 
 from .expr import Expr, to_c
 from .nodes import (
+    Arrive,
     AsyncCommit,
     AsyncWait,
     Barrier,
     Copy,
+    ExpectTx,
     Fill,
     For,
     GlobalTile,
     If,
     KernelIR,
+    Let,
     LoadFrag,
     Mma,
     MmaCommit,
     MmaFence,
     MmaWait,
+    Roles,
     SharedTile,
     StoreFrag,
     Tile,
+    TmaLoad,
+    Wait,
 )
 from .schedule import named_constants
 
@@ -47,8 +53,16 @@ def print_ir(kernel: KernelIR) -> str:
         f"  operands {', '.join(str(o) for o in (g.a, g.b, g.c))}",
         f"  consts   {', '.join(f'{n} = {c.value}' for n, c in consts.items())}",
         f"  grid     ceil(M / BM) x ceil(N / BN) block tiles, swizzle {_swizzle(kernel)}",
-        f"  warps    {kernel.warps[0]} x {kernel.warps[1]} ({kernel.threads} threads)",
+        f"  warps    {kernel.warps[0]} x {kernel.warps[1]} ({kernel.threads} threads"
+        + (
+            f", {kernel.producer_warps} producer warpgroup after them"
+            if kernel.producer_warps
+            else ""
+        )
+        + ")",
     ]
+    if kernel.persistent:
+        lines.append("  persist  gridDim.x blocks (the SM count), each looping over tiles")
     if kernel.edge is not None:
         lines.append(
             f"  edges    sizes that are not multiples of BM x BN x BK run {kernel.edge.name}: "
@@ -67,6 +81,10 @@ def print_ir(kernel: KernelIR) -> str:
         lines.append(
             f"  frag     {f.name}[{f.count[0]}][{f.count[1]}]: {f.role} {f.dtype} "
             f"{m}x{n}x{k}{layout}"
+        )
+    for bar in kernel.mbarriers:
+        lines.append(
+            f"  mbarrier {bar.name}[{bar.slots}]: {bar.arrivals} arrival(s)  # {bar.purpose}"
         )
     lines.append("  body")
     _body(kernel.body, 2, lines)
@@ -124,11 +142,34 @@ def stmt_text(stmt) -> str:
             return "mma.commit"
         case MmaWait():
             return f"mma.wait pending={stmt.pending}"
+        case Let():
+            return f"let {stmt.var} = {_e(stmt.value)}"
+        case Roles():
+            return "roles"
+        case TmaLoad():
+            return f"copy.tma {tile_text(stmt.dst)} <- {tile_text(stmt.src)}, on {stmt.bar}"
+        case ExpectTx():
+            return f"mbarrier.expect_tx {stmt.bar} {stmt.bytes} bytes" + _note(stmt.reason)
+        case Arrive():
+            return f"mbarrier.arrive {stmt.bar}" + _note(stmt.reason)
+        case Wait():
+            return f"mbarrier.wait {stmt.bar} parity {_e(stmt.parity)}" + _note(stmt.reason)
     raise TypeError(f"no text for {type(stmt).__name__}")
+
+
+def _note(reason: str) -> str:
+    return f"  # {reason}" if reason else ""
 
 
 def _body(body, depth: int, lines: list[str]) -> None:
     for stmt in body:
+        if isinstance(stmt, Roles):
+            for role in stmt.roles:
+                lines.append(
+                    "  " * depth + f"role {role.name} ({role.registers} registers per thread)"
+                )
+                _body(role.body, depth + 1, lines)
+            continue
         lines.append("  " * depth + stmt_text(stmt))
         if isinstance(stmt, For):
             _body(stmt.body, depth + 1, lines)

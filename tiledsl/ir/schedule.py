@@ -16,7 +16,7 @@ from .paths import PATHS, InstructionName, InstructionPath
 from .targets import DEFAULT_TARGET
 
 # The closed sets of words the directives take (the grammar admits no others).
-CopyMode = Literal["sync", "async"]
+CopyMode = Literal["sync", "async", "tma"]
 PadMode = Literal["auto", "none", "xor", "explicit"]
 SwizzleKind = Literal["none", "grouped", "zigzag"]
 SyncMode = Literal["all", "minimal"]
@@ -36,6 +36,10 @@ class Schedule:
     fragment_buffers: int = 1  # 2: A and B fragments double-buffered in registers
     copy_mode: CopyMode = "async"
     copy_bytes: int = 16
+    # Hopper: a producer warpgroup issues the copies (TMA), the IR warps compute; and one
+    # block per SM looping over output tiles (tiledsl.passes.warp_specialization)
+    warp_specialize: bool = False
+    persistent: bool = False
     pad: PadMode = "auto"  # explicit: `pad A n, B n`
     pad_a: int = 0
     pad_b: int = 0

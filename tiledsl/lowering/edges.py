@@ -57,7 +57,7 @@ def edge_twin(analysis: Analysis, build: Callable[[Analysis], KernelIR]) -> Kern
     staged = replace(
         analysis,
         name=analysis.name + EDGE_SUFFIX,
-        schedule=replace(analysis.schedule, epilogue_via="shared"),
+        schedule=_classic(replace(analysis.schedule, epilogue_via="shared")),
     )
     kernel = build(staged)
     if any(
@@ -66,6 +66,16 @@ def edge_twin(analysis: Analysis, build: Callable[[Analysis], KernelIR]) -> Kern
     ):
         return None
     return guard_copies(kernel)
+
+
+def _classic(schedule):
+    """A warp-specialized schedule's twin is the classic cp.async pipeline of the same
+    tiles: it runs the sizes whose tiles are partial or whose rows TMA cannot address."""
+    if not schedule.warp_specialize:
+        return schedule
+    return replace(
+        schedule, copy_mode="async", copy_bytes=16, warp_specialize=False, persistent=False
+    )
 
 
 def guard_copies(kernel: KernelIR) -> KernelIR:

@@ -108,3 +108,36 @@ def register_estimate(kernel: KernelIR) -> RegisterEstimate:
             )
         )
     return RegisterEstimate(tuple(frags), kernel.warp_width, kernel.threads)
+
+
+#: The producer warpgroup's registers per thread after `setmaxnreg.dec`: it only issues
+#: TMA copies and waits on mbarriers (CUTLASS's producer warpgroups use 24 to 40).
+PRODUCER_REGISTERS = 40
+
+
+@dataclass(frozen=True)
+class RoleRegisters:
+    """Registers per thread of a warp-specialized block: at entry (the cap ptxas applies,
+    `__launch_bounds__(THREADS, 1)`), and each role's after `setmaxnreg`."""
+
+    entry: int
+    producer: int
+    consumer: int
+
+
+def role_registers(consumers: int, target) -> RoleRegisters | None:
+    """The register split of `consumers` consumer warpgroups and one producer warpgroup.
+
+    A block starts with `entry` registers per thread (the file over its threads, in steps
+    of 8). `setmaxnreg.inc` takes registers only from what the block's other warps gave
+    back with `setmaxnreg.dec`, and blocks until they are there: a consumer may grow by
+    the producer's release shared over the consumers, and no further (measured on the
+    H200: asking for more hangs the kernel). None when the producer cannot shrink.
+    """
+    threads = 128 * (consumers + 1)
+    entry = min(target.registers_per_thread(threads), 255) // 8 * 8
+    if entry <= PRODUCER_REGISTERS:
+        return None
+    released = (entry - PRODUCER_REGISTERS) * 128
+    consumer = min(240, (entry + released // (128 * consumers)) // 8 * 8)
+    return RoleRegisters(entry, PRODUCER_REGISTERS, consumer)

@@ -36,6 +36,7 @@ def _registry() -> tuple[Pass, ...]:
     from .swizzle import swizzle
     from .sync_elimination import sync_elimination
     from .warp_coarsening import warp_coarsening
+    from .warp_specialization import warp_specialization
 
     return (
         Pass(
@@ -87,6 +88,14 @@ def _registry() -> tuple[Pass, ...]:
             sync_elimination,
             lambda s: s.sync == "minimal",
             "removes barriers the hazard analysis proves redundant",
+        ),
+        Pass(
+            "warp-specialization",
+            "warp_specialize",
+            warp_specialization,
+            lambda s: s.warp_specialize,
+            "hands the copies to a producer warpgroup (TMA, mbarrier stages); the warps "
+            "compute; with persistent, each block loops over tiles",
         ),
     )
 

@@ -33,6 +33,7 @@ from ..ir.nodes import (
     If,
     LoadFrag,
     Mma,
+    Roles,
     SharedTile,
     StoreFrag,
 )
@@ -79,6 +80,8 @@ def bodies(stmt) -> tuple[tuple[str, tuple], ...]:
         return (("", stmt.body),)
     if isinstance(stmt, If):
         return (("then", stmt.then),) + ((("else", stmt.orelse),) if stmt.orelse else ())
+    if isinstance(stmt, Roles):
+        return tuple((role.name, role.body) for role in stmt.roles)
     if isinstance(stmt, KNOWN_LEAVES) or not dataclasses.is_dataclass(stmt):
         return ()
     return tuple(

@@ -22,21 +22,27 @@ import graphviz
 
 from ..ir.expr import to_c
 from ..ir.nodes import (
+    Arrive,
     AsyncCommit,
     AsyncWait,
     Barrier,
     Copy,
+    ExpectTx,
     Fill,
     For,
     If,
     KernelIR,
+    Let,
     LoadFrag,
     Mma,
     MmaCommit,
     MmaFence,
     MmaWait,
+    Roles,
     SharedTile,
     StoreFrag,
+    TmaLoad,
+    Wait,
     tiles_of,
 )
 from ..ir.paths import WMMA, InstructionPath
@@ -209,6 +215,12 @@ class _Body:
             note = stmt.comment
         elif isinstance(stmt, If):
             head, note = f"if {to_c(stmt.lhs)} {stmt.op} {to_c(stmt.rhs)}", ""
+        elif isinstance(stmt, Roles):
+            head = (
+                f"roles: producer ({stmt.producer.registers} registers) | consumers "
+                f"({stmt.consumer.registers} registers)"
+            )
+            note = "warp specialization: one thread of the producer warpgroup issues the TMA copies"
         else:
             head, note = generic_text(stmt), "an IR node the pictures do not know"
         parts = [f"<B>{esc(line)}</B>" for line in wrap(head, 80)]
@@ -293,6 +305,10 @@ def role(stmt) -> str:
             return "barrier"
         case AsyncCommit() | AsyncWait() | MmaFence() | MmaCommit() | MmaWait():
             return "async"
+        case TmaLoad():
+            return "copy"
+        case ExpectTx() | Arrive() | Wait():
+            return "barrier"
     return "other"
 
 
@@ -346,6 +362,24 @@ def describe(stmt, path: InstructionPath = WMMA) -> tuple[str, list[str], str | 
                 [f"until at most {stmt.pending} wgmma group(s) are in flight"],
                 None,
             )
+        case TmaLoad():
+            return (
+                "cp.async.bulk.tensor (TMA)",
+                [tile_text(stmt.dst), f"← {tile_text(stmt.src)}", f"bytes counted on {stmt.bar}"],
+                _touched(stmt.dst),
+            )
+        case ExpectTx():
+            return f"mbarrier.expect_tx {stmt.bar}", [f"{stmt.bytes} bytes to come by TMA"], None
+        case Arrive():
+            return f"mbarrier.arrive {stmt.bar}", wrap(stmt.reason, 64), None
+        case Wait():
+            return (
+                f"mbarrier.wait {stmt.bar} parity {to_c(stmt.parity)}",
+                wrap(stmt.reason, 64),
+                None,
+            )
+        case Let():
+            return f"let {stmt.var}", [to_c(stmt.value)], None
     return type(stmt).__name__, wrap(generic_text(stmt), 72), None
 
 

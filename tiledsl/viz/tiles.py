@@ -28,9 +28,11 @@ from ..ir.nodes import (
     GlobalTile,
     If,
     KernelIR,
+    Let,
     LoadFrag,
     SharedTile,
     Tile,
+    TmaLoad,
 )
 from ..models.banks import tile_buffers
 from . import style
@@ -255,6 +257,8 @@ def trace_pipeline(kernel: KernelIR, buffers: list[str], steps: int) -> list[Col
     """Run the kernel's control flow for one block and a K loop of `steps` steps."""
     bm, bn, bk = kernel.schedule.block
     env = {"M": bm, "N": bn, "K": steps * bk, "bm": 0, "bn": 0, **kernel.warp_coords()}
+    # one block of one tile (a persistent block's loop then runs once)
+    env.update({"tiles_m": 1, "tiles_n": 1, "pid": 0, "blocks": 1, "bz": 0})
     slots = _Slots()
     columns: list[Column] = []
     loose = Column("outside loops")
@@ -294,6 +298,14 @@ def _run(body, env: dict, column: Column, buffers: list[str], bk: int, slots: _S
             lhs, rhs = evaluate(s.lhs, env), evaluate(s.rhs, env)
             taken = np.all(lhs < rhs) if s.op == "<" else np.all(lhs == rhs)
             _run(s.then if taken else s.orelse, env, column, buffers, bk, slots)
+        elif isinstance(s, Let):
+            env[s.var] = evaluate(s.value, env)
+        elif isinstance(s, TmaLoad) and _in(s.dst, buffers):
+            k = max(int(np.max(evaluate(e, env))) for e in s.src.origin) // bk
+            for slot in _slot_values(s.dst, env):
+                column.copies.setdefault(slot, set()).add(k)
+                slots.held[slot] = k
+                slots.unread.add(slot)
         elif isinstance(s, Barrier):
             column.barriers += 1
         elif isinstance(s, AsyncWait):

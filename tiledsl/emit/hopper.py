@@ -1,0 +1,192 @@
+"""The CUDA spelling of warp specialization (tiledsl.passes.warp_specialization): TMA
+copies, mbarrier handoffs, the producer and consumer roles, setmaxnreg, persistence.
+
+Used by the wgmma lowering (tiledsl.emit.wgmma) for the statements only these kernels
+have; everything else (the wgmmas, the accumulator store) is the wgmma path's.
+
+    TmaLoad    one cp.async.bulk.tensor.2d per 64-element panel of the tile (the 128-byte
+               swizzle box), by the producer's elected thread, counted on the mbarrier
+    ExpectTx   mbarrier.arrive.expect_tx: the producer's arrival and the bytes to come
+    Arrive     mbarrier.arrive by thread 0 of each consumer warpgroup, once the wgmmas
+               that read the slot have retired (wgmma.wait_group) — the whole warpgroup's,
+               since a wgmma is one instruction of the warpgroup
+    Wait       mbarrier.try_wait.parity in a loop, by every thread that reads what the
+               phase hands over
+    Roles      one if/else on the warpgroup: the producer gives registers back
+               (setmaxnreg.dec), the consumers take them (setmaxnreg.inc); ptxas honours
+               that only with a register cap at entry (`__launch_bounds__(THREADS, 1)`)
+               and each role one branch of a single if/else (else it warns C7508)
+"""
+
+from __future__ import annotations
+
+from ..ir.nodes import (
+    Arrive,
+    ExpectTx,
+    KernelIR,
+    Let,
+    Roles,
+    TmaLoad,
+    Wait,
+    walk,
+)
+
+HELPERS = """\
+// Hopper pipelines: TMA tensor copies counted on mbarriers, warp specialization.
+// The 128-byte CUtensorMap the host encodes (cuTensorMapEncodeTiled), passed by value.
+struct alignas(64) TensorMap {
+    unsigned long long bytes[16];
+};
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbarrier_init(unsigned long long* bar, unsigned arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\\n" :: "r"(shared_address(bar)),
+                 "r"(arrivals));
+}
+// The initialised barriers, visible to the async proxy (the TMA unit) before any copy.
+__device__ __forceinline__ void mbarrier_init_fence() {
+    asm volatile("fence.mbarrier_init.release.cluster;\\n" ::: "memory");
+}
+// One arrival, and `bytes` more to come from TMA copies completing on this barrier.
+__device__ __forceinline__ void mbarrier_expect_tx(unsigned long long* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\\n"
+                 :: "r"(shared_address(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\\n" :: "r"(shared_address(bar))
+                 : "memory");
+}
+// Until the phase of `bar` with this parity has completed (a fresh barrier is in phase 0:
+// waiting on parity 1 passes at once).
+__device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile("{\\n .reg .pred p;\\n"
+                     " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\n"
+                     " selp.u32 %0, 1, 0, p;\\n}\\n"
+                     : "=r"(done) : "r"(shared_address(bar)), "r"(parity) : "memory");
+    } while (!done);
+}
+// A box of the tensor map at element coordinates (x innermost, y), into shared memory in
+// the map's swizzle; its bytes complete a transaction on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, int x, int y,
+                                            unsigned long long* bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];\\n"
+                 :: "r"(shared_address(dst)), "l"(map), "r"(x), "r"(y),
+                    "r"(shared_address(bar)) : "memory");
+}
+template <int REGISTERS>
+__device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\\n" :: "n"(REGISTERS));
+}
+template <int REGISTERS>
+__device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\\n" :: "n"(REGISTERS));
+}"""
+
+
+def specialized(k: KernelIR) -> bool:
+    return bool(k.mbarriers)
+
+
+def constants(k: KernelIR) -> list[str]:
+    if not specialized(k):
+        return []
+    roles = next(s for s in k.body if isinstance(s, Roles))
+    stage = next(s for s in walk(k.body) if isinstance(s, ExpectTx))
+    return [
+        f"constexpr int STAGES = {k.schedule.stages}, STAGE_BYTES = {stage.bytes};  // "
+        "mbarrier stages: A's and B's tiles of one K step, by TMA",
+        f"constexpr int PRODUCER_REGISTERS = {roles.producer.registers}, CONSUMER_REGISTERS = "
+        f"{roles.consumer.registers};  // setmaxnreg per role (tiledsl.models.registers)",
+    ]
+
+
+def prologue(k: KernelIR) -> list[str]:
+    """The mbarrier arrays after the shared buffers, initialised by thread 0."""
+    if not specialized(k):
+        return []
+    offsets = k.mbarrier_offsets()
+    out = []
+    for m in k.mbarriers:
+        out.append(
+            f"unsigned long long* {m.name} = reinterpret_cast<unsigned long long*>(smem + "
+            f"{offsets[m.name]});  // {m.purpose}"
+        )
+    out += ["if (threadIdx.x == 0) {", "    for (int s = 0; s < STAGES; ++s) {"]
+    out += [
+        f"        mbarrier_init(&{m.name}[s], {_arrivals(k, m.arrivals)});" for m in k.mbarriers
+    ]
+    out += [
+        "    }",
+        "    mbarrier_init_fence();",
+        "}",
+        "__syncthreads();  // the barriers are initialised before any role uses them",
+    ]
+    if k.persistent:
+        out.append("const int blocks = gridDim.x;  // persistent: the launch's SM count")
+    return out
+
+
+def _arrivals(k: KernelIR, n: int) -> str:
+    return "WARPS_M * WARPS_N" if n == k.warp_count and n > 1 else str(n)
+
+
+def statement(emitter, k: KernelIR, s) -> list[str] | None:
+    match s:
+        case Let():
+            return [f"const int {s.var} = {emitter.expr(s.value)};"]
+        case Roles():
+            producer, consumer = s.producer, s.consumer
+            return [
+                "if (warp == WARPS_M * WARPS_N) {  // the producer warpgroup: one thread "
+                "issues the TMA copies",
+                "    setmaxnreg_dec<PRODUCER_REGISTERS>();  // registers back to the consumers",
+                "    if (lane == 0) {",
+                *("        " + x for x in emitter.stmts(k, producer.body)),
+                "    }",
+                "} else {  // the consumer warpgroups: wgmmas on the stages the producer fills",
+                "    setmaxnreg_inc<CONSUMER_REGISTERS>();",
+                *("    " + x for x in emitter.stmts(k, consumer.body)),
+                "}",
+            ]
+        case TmaLoad():
+            return _tma_load(emitter, k, s)
+        case ExpectTx():
+            note = f"  // {s.reason}" if s.reason else ""
+            return [f"mbarrier_expect_tx(&{_bar(emitter, s.bar)}, STAGE_BYTES);{note}"]
+        case Arrive():
+            return [f"if (lane == 0) mbarrier_arrive(&{_bar(emitter, s.bar)});  // {s.reason}"]
+        case Wait():
+            return [
+                f"mbarrier_wait(&{_bar(emitter, s.bar)}, {emitter.expr(s.parity)});  // {s.reason}"
+            ]
+    return None
+
+
+def _bar(emitter, ref) -> str:
+    return f"{ref.name}[{emitter.expr(ref.slot)}]"
+
+
+def _tma_load(emitter, k: KernelIR, s: TmaLoad) -> list[str]:
+    """One box per 64-element panel: x along the operand's contiguous dimension."""
+    b = k.buffer(s.dst.buffer)
+    operand = k.gemm.operand(s.src.operand)
+    r = f"{emitter.expr(s.src.origin[0] + s.src.offset[0])}"
+    c = f"{emitter.expr(s.src.origin[1] + s.src.offset[1])}"
+    x, y = (c, r) if operand.layout == "row" else (r, c)
+    out = [
+        f"// {s.src.rows}x{s.src.cols} {emitter.tile_name(s.src)} -> {emitter.tile_name(s.dst)}"
+        f" by TMA: {b.line_length // b.panel} box(es) of {b.panel} x {b.lines}, on "
+        f"{_bar(emitter, s.bar)}"
+    ]
+    slot = emitter.expr(s.dst.slot)
+    for p in range(b.line_length // b.panel):
+        start = f"{b.name}[{slot}][{p}][0][0]"  # panel p, line 0
+        along = f"{x} + {p * b.panel}" if p else x
+        out.append(
+            f"tma_load_2d(&{start}, &map_{operand.name}, {along}, {y}, &{_bar(emitter, s.bar)});"
+        )
+    return out

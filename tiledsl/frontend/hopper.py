@@ -1,0 +1,128 @@
+"""The checks of the Hopper directives: `copy tma`, `warp_specialize`, `persistent`.
+
+What the warp-specialized kernel (tiledsl.passes.warp_specialization) asks of a schedule,
+refused here with the directive's location before anything is built:
+
+* the wgmma path (its tiles are read in the 128-byte swizzle that TMA writes), a
+  pipeline (`stages` ≥ 2) and f16 or bf16 inputs;
+* `copy tma` and `warp_specialize` together (a TMA pipeline without a producer
+  warpgroup, and a producer that copies with cp.async, are not built yet), and
+  `persistent` only with them;
+* what the first version does not build yet: an epilogue, a batch, a staged C;
+* the register split (tiledsl.models.registers.role_registers): the consumers'
+  accumulators must fit in what `setmaxnreg` can give them.
+"""
+
+from __future__ import annotations
+
+from ..errors import Collector
+from ..ir.gemm import Gemm
+from ..ir.schedule import Schedule
+from ..ir.targets import Target
+from ..models.registers import fragment_registers, role_registers
+
+
+def uses_hopper_pipeline(sched: Schedule) -> bool:
+    """Whether the schedule asks for any of the Hopper-native directives."""
+    return sched.copy_mode == "tma" or sched.warp_specialize or sched.persistent
+
+
+def check_hopper(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -> None:
+    if not uses_hopper_pipeline(sched):
+        return
+    where = (
+        "copy"
+        if sched.copy_mode == "tma"
+        else ("warp_specialize" if sched.warp_specialize else "persistent")
+    )
+    loc = sched.loc(where)
+    if not sched.path.feeds_tma_pipeline:
+        errs.add(
+            loc,
+            f"`{_spelling(where)}` builds Hopper's TMA and warpgroup pipeline, which feeds wgmma",
+            "use a wgmma shape, e.g. `mma m64n128k16`, and `target cuda sm_90`",
+        )
+        return
+    if sched.copy_mode == "tma" and not sched.warp_specialize:
+        errs.add(
+            sched.loc("copy"),
+            "copy tma without warp_specialize is not built yet: it needs a TMA pipeline in "
+            "which the computing warps also issue the copies",
+            "add `warp_specialize` (one producer warpgroup issues the TMA copies)",
+        )
+    if sched.warp_specialize and sched.copy_mode != "tma":
+        errs.add(
+            sched.loc("warp_specialize"),
+            "warp_specialize is built for TMA copies only (one thread of the producer "
+            "warpgroup issues them)",
+            "write `copy tma`",
+        )
+    if sched.persistent and not sched.warp_specialize:
+        errs.add(
+            sched.loc("persistent"),
+            "persistent is built for warp-specialized kernels only",
+            "add `copy tma` and `warp_specialize`",
+        )
+    if sched.stages < 2:
+        errs.add(
+            sched.loc("stages"),
+            f"a TMA pipeline needs stages ≥ 2 (this schedule has stages {sched.stages})",
+            "write `stages 4`",
+        )
+    if gemm.a.dtype not in ("f16", "bf16") or gemm.b.dtype != gemm.a.dtype:
+        errs.add(gemm.a.loc, "TMA kernels take f16 or bf16 A and B", "declare A and B f16")
+    if sched.epilogue:
+        errs.add(
+            sched.loc("epilogue"),
+            "an epilogue on a warp-specialized kernel is not built yet: it needs the "
+            "consumers' register epilogue to apply alpha, beta, bias and relu",
+            "drop the epilogue directive, or drop `warp_specialize` and `copy tma`",
+        )
+    if "epilogue_via" in sched.written and sched.epilogue_via == "shared":
+        errs.add(
+            sched.loc("epilogue_via"),
+            "epilogue_via shared on a warp-specialized kernel is not built yet: its staging "
+            "tile would share bytes with stages the producer is already refilling",
+            "drop the line: the consumers store C from their registers",
+        )
+    if gemm.accumulate:
+        errs.add(
+            gemm.c.loc,
+            "C += A * B on a warp-specialized kernel is not built yet: it needs the consumers "
+            "to load C into their accumulators",
+            "write C = A * B, or drop `warp_specialize` and `copy tma`",
+        )
+    if gemm.batch is not None:
+        errs.add(
+            gemm.c.loc,
+            "a batched product on a warp-specialized kernel is not built yet: it needs "
+            "3-D tensor maps",
+            "drop `warp_specialize` and `copy tma` for batched products",
+        )
+    if sched.accumulate != "f32":
+        errs.add(
+            sched.loc("accumulate"),
+            "warp-specialized kernels accumulate in f32",
+            "write `accumulate f32`",
+        )
+    if sched.warp_specialize:
+        _check_role_registers(sched, target, errs)
+
+
+def _check_role_registers(sched: Schedule, target: Target, errs: Collector) -> None:
+    warps_m, warps_n = sched.warps
+    consumers = warps_m * warps_n
+    split = role_registers(consumers, target)
+    needed = fragment_registers(sched, 128, 2)
+    if split is None or needed > split.consumer:
+        got = "none" if split is None else f"{split.consumer}"
+        errs.add(
+            sched.loc("warp_specialize"),
+            f"{consumers} consumer warpgroups and a producer: setmaxnreg can give each "
+            f"consumer thread {got} registers, and its fragments alone need {needed}",
+            "use fewer consumer warpgroups (a smaller BM or BN, or coarsen more)",
+        )
+
+
+def _spelling(directive: str) -> str:
+    return "copy tma" if directive == "copy" else directive

@@ -1,0 +1,226 @@
+"""warp-specialization (`copy tma` + `warp_specialize`, optionally `persistent`): Hopper's
+producer/consumer pipeline, built from the multi-buffered kernel.
+
+The kernel before this pass is a `stages`-deep pipeline in which every thread copies
+and computes. This pass keeps its compute (the fragment steps of one K step, reading
+slot `q % STAGES`), its accumulator fill and its C store, and hands the copies to a
+producer warpgroup of their own (tiledsl.ir.nodes.Roles):
+
+    role producer (one elected thread)         role consumer (the IR warps)
+      for kt:                                    fill acc
+        q = tl * KT + kt                         for kt:
+        wait empty[q % S] parity (q/S + 1) % 2     wait full[q % S] parity (q/S) % 2
+        expect_tx full[q % S] STAGE_BYTES          wgmmas on slot q % S; commit; wait 1
+        copy.tma As[q % S] <- A, on full[..]       arrive empty[(q - 1) % S]   (kt > 0)
+        copy.tma Bs[q % S] <- B, on full[..]     wait 0; arrive empty[last q % S]
+                                                 store C from the registers
+
+`full[s]` completes when the producer's expect_tx has arrived and the TMA unit has
+delivered every announced byte; `empty[s]` when every consumer warpgroup has released
+the slot (its wgmmas reading it have retired: the wait that keeps one group in flight
+retires the previous step's). A fresh mbarrier is in phase 0, so the producer's first
+wait on each slot (parity 1, "the phase before") passes at once: the first STAGES
+steps need no release. `q` counts K steps over all of a block's tiles, so the phase
+bits carry from one tile to the next without a reset.
+
+With `persistent` the block loops over tiles `pid, pid + blocks, ...` (`blocks` is
+gridDim.x, the SM count at launch), in the swizzle's order (tiledsl.ir.grid); the
+producer runs ahead into the next tile's loads while the consumers store this tile's C.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir.expr import Const, Expr, Var, substitute
+from ..ir.grid import PID, TILES_M, TILES_N, raster_steps
+from ..ir.nodes import (
+    DTYPE_BYTES,
+    K_BLOCKS,
+    K_FRAGMENTS,
+    TILES,
+    Arrive,
+    BarrierRef,
+    Copy,
+    ExpectTx,
+    For,
+    GlobalTile,
+    If,
+    KernelIR,
+    Let,
+    MBarrier,
+    MmaCommit,
+    MmaFence,
+    MmaWait,
+    Role,
+    Roles,
+    SharedTile,
+    Stmt,
+    TmaLoad,
+    Wait,
+    is_loop,
+    map_body,
+    walk,
+)
+from ..ir.targets import Target
+from ..models.registers import role_registers
+
+Q, TL, TILE, BLOCKS, TILES_VAR = Var("step"), Var("tl"), Var("tile"), Var("blocks"), Var("tiles")
+
+
+def warp_specialization(kernel: KernelIR) -> KernelIR:
+    s = kernel.schedule
+    stages = Const(s.stages, "STAGES")
+    k_loop = next(st for st in kernel.body if is_loop(st, K_BLOCKS))
+    steps = k_loop.stop
+    position = kernel.body.index(k_loop)
+    fills = tuple(st for st in kernel.body[:position] if not _copies(st))
+    stores = tuple(st for st in kernel.body[position + 1 :] if not isinstance(st, MmaWait))
+    slot = Q % stages
+    loads = tuple(
+        TmaLoad(
+            replace(dst, slot=slot),
+            replace(src, origin=(_at_step(src.origin[0], k_loop), _at_step(src.origin[1], k_loop))),
+            BarrierRef("full", slot),
+        )
+        for dst, src in _prologue_copies(kernel.body[:position])
+    )
+    stage_bytes = sum(t.dst.rows * t.dst.cols * DTYPE_BYTES[_dtype(kernel, t)] for t in loads)
+
+    step = Let("step", TL * steps + Var(k_loop.var) if s.persistent else Var(k_loop.var))
+    producer_step: tuple[Stmt, ...] = (
+        step,
+        Wait(
+            BarrierRef("empty", slot),
+            (Q // stages + 1) % 2,
+            "the consumers have released the slot (its phase before this use has completed)",
+        ),
+        ExpectTx(BarrierRef("full", slot), stage_bytes, "this step's tiles, by TMA"),
+        *loads,
+    )
+    compute = tuple(
+        map_body((st,), lambda x: _read_slot(x, slot))[0]
+        for st in k_loop.body
+        if isinstance(st, (MmaFence, MmaCommit)) or is_loop(st, K_FRAGMENTS)
+    )
+    previous = BarrierRef("empty", (Q + stages - 1) % stages)
+    consumer_step: tuple[Stmt, ...] = (
+        step,
+        Wait(BarrierRef("full", slot), Q // stages % 2, "this step's tiles have landed"),
+        *compute,
+        MmaWait(1),
+        If(
+            Const(0),
+            "<",
+            Var(k_loop.var),
+            (Arrive(previous, "the previous step's wgmmas have retired: its slot is free"),),
+        ),
+    )
+    last = (TL * steps + steps - 1 if s.persistent else steps - 1) % stages
+    consumer_tile: tuple[Stmt, ...] = (
+        *fills,
+        replace(k_loop, body=consumer_step, comment="block steps along K: wait, compute, release"),
+        MmaWait(0),
+        # the last step's release: only a persistent block's next tile reuses the slot
+        *(
+            (
+                If(
+                    Const(0),
+                    "<",
+                    steps,
+                    (Arrive(BarrierRef("empty", last), "the last step's wgmmas have retired"),),
+                ),
+            )
+            if s.persistent
+            else ()
+        ),
+        *stores,
+    )
+    producer_tile: tuple[Stmt, ...] = (
+        replace(k_loop, body=producer_step, comment="block steps along K: claim a slot, load it"),
+    )
+    if s.persistent:
+        producer_tile, consumer_tile = (
+            _tile_loop(kernel, b) for b in (producer_tile, consumer_tile)
+        )
+    split = role_registers(kernel.warp_count, kernel.target) or _no_split(kernel.target)
+    roles = Roles(
+        Role("producer", split.producer, producer_tile),
+        Role("consumer", split.consumer, consumer_tile),
+    )
+    barriers = (
+        MBarrier(
+            "full", s.stages, 1, "slot s's tiles have landed: the expect_tx and the TMA bytes"
+        ),
+        MBarrier(
+            "empty",
+            s.stages,
+            kernel.warp_count,
+            "slot s is free again: one arrival per consumer warpgroup",
+        ),
+    )
+    head: tuple[Stmt, ...] = (Let("tiles", TILES_M * TILES_N),) if s.persistent else ()
+    used = {t.dst.buffer for t in loads}
+    return replace(
+        kernel,
+        body=(*head, roles),
+        buffers=tuple(b for b in kernel.buffers if b.name in used),
+        mbarriers=barriers,
+        producer_warps=1,
+        persistent=s.persistent,
+        sync_report=(),  # the pipeline's block barriers are gone: mbarriers hand over
+    )
+
+
+def _tile_loop(kernel: KernelIR, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """A persistent block's loop over its tiles: pid, pid + blocks, ... in raster order."""
+    mapping = tuple(
+        Let(name, substitute(e, {PID.name: TILE}))
+        for name, e in raster_steps(*kernel.raster).items()
+    )
+    count: Expr = (TILES_VAR - PID + BLOCKS - 1) // BLOCKS
+    return (
+        For(
+            TL.name,
+            Const(0),
+            count,
+            1,
+            (Let(TILE.name, PID + TL * BLOCKS), *mapping, *body),
+            comment="this block's tiles: pid, pid + blocks, ... (persistent)",
+            role=TILES,
+        ),
+    )
+
+
+def _copies(stmt: Stmt) -> bool:
+    return any(isinstance(x, Copy) for x in walk((stmt,)))
+
+
+def _prologue_copies(body: tuple[Stmt, ...]) -> list[tuple[SharedTile, GlobalTile]]:
+    """The block copies of the pipeline's prologue (slot `s`, step `s`): one per tile."""
+    return [
+        (x.dst, x.src)
+        for x in walk(body)
+        if isinstance(x, Copy) and isinstance(x.dst, SharedTile) and isinstance(x.src, GlobalTile)
+    ]
+
+
+def _at_step(e: Expr, k_loop: For) -> Expr:
+    """A prologue copy's coordinate (at step `s`) at the K loop's step instead."""
+    return substitute(e, {"s": Var(k_loop.var)})
+
+
+def _read_slot(stmt: Stmt, slot: Expr) -> Stmt:
+    from ..ir.nodes import LoadFrag
+
+    if isinstance(stmt, LoadFrag) and isinstance(stmt.src, SharedTile):
+        return replace(stmt, src=replace(stmt.src, slot=slot))
+    return stmt
+
+
+def _dtype(kernel: KernelIR, load: TmaLoad) -> str:
+    return kernel.buffer(load.dst.buffer).dtype
+
+
+def _no_split(target: Target):
+    raise AssertionError(f"analysis admitted a register split {target.name} cannot make")
