@@ -301,22 +301,13 @@ def _run(body, env: dict, column: Column, buffers: list[str], bk: int, slots: _S
         elif isinstance(s, Let):
             env[s.var] = evaluate(s.value, env)
         elif isinstance(s, TmaLoad) and _in(s.dst, buffers):
-            k = max(int(np.max(evaluate(e, env))) for e in s.src.origin) // bk
-            for slot in _slot_values(s.dst, env):
-                column.copies.setdefault(slot, set()).add(k)
-                slots.held[slot] = k
-                slots.unread.add(slot)
+            _copied(s.dst, s.src, env, column, bk, slots)
         elif isinstance(s, Barrier):
             column.barriers += 1
         elif isinstance(s, AsyncWait):
             column.waits.append(s.pending)
         elif isinstance(s, Copy) and _in(s.dst, buffers) and isinstance(s.src, GlobalTile):
-            # The origin is (0, k * BK) or (k * BK, 0) in block (0, 0): the K step of the copy.
-            k = max(int(np.max(evaluate(e, env))) for e in s.src.origin) // bk
-            for slot in _slot_values(s.dst, env):
-                column.copies.setdefault(slot, set()).add(k)
-                slots.held[slot] = k
-                slots.unread.add(slot)
+            _copied(s.dst, s.src, env, column, bk, slots)
         elif isinstance(s, LoadFrag) and _in(s.src, buffers):
             for slot in _slot_values(s.src, env):
                 if slot in slots.held:
@@ -325,6 +316,16 @@ def _run(body, env: dict, column: Column, buffers: list[str], bk: int, slots: _S
         else:
             for _, inner in bodies(s):  # an IR node this module does not know: look inside
                 _run(inner, env, column, buffers, bk, slots)
+
+
+def _copied(dst: SharedTile, src: GlobalTile, env: dict, column, bk: int, slots) -> None:
+    """A copy of K step k into its slot(s): the origin is (0, k * BK) or (k * BK, 0) in
+    block (0, 0)."""
+    k = max(int(np.max(evaluate(e, env))) for e in src.origin) // bk
+    for slot in _slot_values(dst, env):
+        column.copies.setdefault(slot, set()).add(k)
+        slots.held[slot] = k
+        slots.unread.add(slot)
 
 
 def _in(tile: Tile, buffers: list[str]) -> TypeGuard[SharedTile]:
