@@ -150,3 +150,14 @@ def test_the_main_job_runs_the_kernels_of_the_newest_architecture_a_gpu_can_run(
     assert "main_hopper(" in hopper and "main_ampere(" not in hopper
     single = compile_file(ROOT / "examples" / "hgemm.tile")
     assert single.for_device("sm_80") == single.kernels  # one target: every kernel
+
+
+def test_an_mma_too_wide_for_the_block_is_refused_not_divided_by_zero() -> None:
+    """Found by the fuzz test: no consumer warpgroup fits, so no register split to make."""
+    text = kernel_text(
+        *(d if not d.startswith("mma") else "mma m64n1000000000000000000000000000000k16"
+          for d in HOPPER),
+        operands=F16_C,
+    )  # fmt: skip
+    found = errors(text)
+    assert found and all(line == line_of(text, "mma m64n1") for line, _, _ in found), found

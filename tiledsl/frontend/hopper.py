@@ -112,6 +112,8 @@ def check_hopper(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -
 def _check_role_registers(sched: Schedule, target: Target, errs: Collector) -> None:
     warps_m, warps_n = sched.warps
     consumers = warps_m * warps_n
+    if consumers < 1:
+        return  # the block and mma shapes are already refused (no warpgroup fits)
     split = role_registers(consumers, target)
     needed = fragment_registers(sched, 128, 2)
     if split is None or needed > split.consumer:

@@ -134,6 +134,8 @@ def role_registers(consumers: int, target) -> RoleRegisters | None:
     the producer's release shared over the consumers, and no further (measured on the
     H200: asking for more hangs the kernel). None when the producer cannot shrink.
     """
+    if consumers < 1:
+        return None
     threads = 128 * (consumers + 1)
     entry = min(target.registers_per_thread(threads), 255) // 8 * 8
     if entry <= PRODUCER_REGISTERS:
