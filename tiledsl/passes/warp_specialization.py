@@ -3,16 +3,17 @@ producer/consumer pipeline, built from the multi-buffered kernel.
 
 The kernel before this pass is a `stages`-deep pipeline in which every thread copies
 and computes. This pass keeps its compute (the fragment steps of one K step, reading
-slot `q % STAGES`), its accumulator fill and its C store, and hands the copies to a
+slot `step % STAGES`), its accumulator fill and its C store, and hands the copies to a
 producer warpgroup of their own (tiledsl.ir.nodes.Roles):
 
     role producer (one elected thread)         role consumer (the IR warps)
       for kt:                                    fill acc
-        q = tl * KT + kt                         for kt:
+        q = tl * KT + kt    (`step`)             for kt:
         wait empty[q % S] parity (q/S + 1) % 2     wait full[q % S] parity (q/S) % 2
         expect_tx full[q % S] STAGE_BYTES          wgmmas on slot q % S; commit; wait 1
         copy.tma As[q % S] <- A, on full[..]       arrive empty[(q - 1) % S]   (kt > 0)
         copy.tma Bs[q % S] <- B, on full[..]     wait 0; arrive empty[last q % S]
+                                                   (persistent: the next tile reuses it)
                                                  store C from the registers
 
 `full[s]` completes when the producer's expect_tx has arrived and the TMA unit has
@@ -20,7 +21,7 @@ delivered every announced byte; `empty[s]` when every consumer warpgroup has rel
 the slot (its wgmmas reading it have retired: the wait that keeps one group in flight
 retires the previous step's). A fresh mbarrier is in phase 0, so the producer's first
 wait on each slot (parity 1, "the phase before") passes at once: the first STAGES
-steps need no release. `q` counts K steps over all of a block's tiles, so the phase
+steps need no release. `step` (q above) counts K steps over all of a block's tiles, so the phase
 bits carry from one tile to the next without a reset.
 
 With `persistent` the block loops over tiles `pid, pid + blocks, ...` (`blocks` is
