@@ -120,9 +120,28 @@ def test_too_many_consumers_for_the_register_file_is_refused() -> None:
     )  # fmt: skip
     found = errors(text)
     assert any(
-        e[0] == line_of(text, "warp_specialize") and "setmaxnreg can give each" in e[2]
+        e[0] == line_of(text, "warp_specialize")
+        and "ptxas compiles the kernel under a cap of 96 registers" in e[2]
         for e in found
     ), found
+
+
+def test_a_ptxas_cap_below_the_accumulators_is_refused() -> None:
+    """192 x 256: 3 consumers and a producer, 512 threads, a cap of 128 at entry; ptxas
+    stops with C7602 (measured: it asked for 154) though setmaxnreg could give 152."""
+    text = kernel_text(
+        "block 192 x 256 x 64", "mma m64n256k16", "stages 4", "copy tma", "warp_specialize",
+        "target cuda sm_90", operands=F16_C,
+    )  # fmt: skip
+    assert errors(text) == [
+        (
+            line_of(text, "warp_specialize"),
+            5,
+            "3 consumer warpgroups and a producer are 512 threads, so ptxas compiles the kernel "
+            "under a cap of 128 registers per thread (setmaxnreg raises it only at run time), "
+            "and a consumer's fragments need 128 and about 26 more",
+        )
+    ]
 
 
 @pytest.mark.nvcc

@@ -109,6 +109,12 @@ def check_hopper(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -
         _check_role_registers(sched, target, errs)
 
 
+#: Registers a consumer thread needs beside its fragments (addresses, loop counters, the
+#: stage counter and parity): ptxas asked for 154 to hold m64n256k16's 128 accumulators
+#: (measured with ptxas 13.0, sm_90a, on a 3-consumer block capped at 128).
+CONSUMER_OVERHEAD = 26
+
+
 def _check_role_registers(sched: Schedule, target: Target, errs: Collector) -> None:
     warps_m, warps_n = sched.warps
     consumers = warps_m * warps_n
@@ -116,6 +122,16 @@ def _check_role_registers(sched: Schedule, target: Target, errs: Collector) -> N
         return  # the block and mma shapes are already refused (no warpgroup fits)
     split = role_registers(consumers, target)
     needed = fragment_registers(sched, 128, 2)
+    if split is not None and needed + CONSUMER_OVERHEAD > split.entry:
+        errs.add(
+            sched.loc("warp_specialize"),
+            f"{consumers} consumer warpgroups and a producer are {128 * (consumers + 1)} "
+            f"threads, so ptxas compiles the kernel under a cap of {split.entry} registers "
+            f"per thread (setmaxnreg raises it only at run time), and a consumer's fragments "
+            f"need {needed} and about {CONSUMER_OVERHEAD} more",
+            "use fewer consumer warpgroups (a smaller BM), or a narrower wgmma (mma m64n128k16)",
+        )
+        return
     if split is None or needed > split.consumer:
         got = "none" if split is None else f"{split.consumer}"
         errs.add(
