@@ -43,6 +43,14 @@ def check_hopper(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -
             "use a wgmma shape, e.g. `mma m64n128k16`, and `target cuda sm_90`",
         )
         return
+    _check_together(sched, errs)
+    _check_unbuilt(sched, gemm, errs)
+    if sched.warp_specialize:
+        _check_role_registers(sched, target, errs)
+
+
+def _check_together(sched: Schedule, errs: Collector) -> None:
+    """The directives that come only together, and the pipeline's depth."""
     if sched.copy_mode == "tma" and not sched.warp_specialize:
         errs.add(
             sched.loc("copy"),
@@ -69,6 +77,10 @@ def check_hopper(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -
             f"a TMA pipeline needs stages ≥ 2 (this schedule has stages {sched.stages})",
             "write `stages 4`",
         )
+
+
+def _check_unbuilt(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
+    """What the warp-specialized kernel does not build yet: located refusals."""
     if gemm.a.dtype not in ("f16", "bf16") or gemm.b.dtype != gemm.a.dtype:
         errs.add(gemm.a.loc, "TMA kernels take f16 or bf16 A and B", "declare A and B f16")
     if sched.epilogue:
@@ -105,8 +117,6 @@ def check_hopper(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -
             "warp-specialized kernels accumulate in f32",
             "write `accumulate f32`",
         )
-    if sched.warp_specialize:
-        _check_role_registers(sched, target, errs)
 
 
 #: Registers a consumer thread needs beside its fragments (addresses, loop counters, the

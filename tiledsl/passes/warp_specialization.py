@@ -63,7 +63,6 @@ from ..ir.nodes import (
     map_body,
     walk,
 )
-from ..ir.targets import Target
 from ..models.registers import role_registers
 
 Q, TL, TILE, BLOCKS, TILES_VAR = Var("step"), Var("tl"), Var("tile"), Var("blocks"), Var("tiles")
@@ -71,13 +70,9 @@ Q, TL, TILE, BLOCKS, TILES_VAR = Var("step"), Var("tl"), Var("tile"), Var("block
 
 def warp_specialization(kernel: KernelIR) -> KernelIR:
     s = kernel.schedule
-    stages = Const(s.stages, "STAGES")
     k_loop = next(st for st in kernel.body if is_loop(st, K_BLOCKS))
-    steps = k_loop.stop
     position = kernel.body.index(k_loop)
-    fills = tuple(st for st in kernel.body[:position] if not _copies(st))
-    stores = tuple(st for st in kernel.body[position + 1 :] if not isinstance(st, MmaWait))
-    slot = Q % stages
+    slot = Q % Const(s.stages, "STAGES")
     loads = tuple(
         TmaLoad(
             replace(dst, slot=slot),
@@ -86,10 +81,38 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
         )
         for dst, src in _prologue_copies(kernel.body[:position])
     )
-    stage_bytes = sum(t.dst.rows * t.dst.cols * DTYPE_BYTES[_dtype(kernel, t)] for t in loads)
+    step = Let("step", TL * k_loop.stop + Var(k_loop.var) if s.persistent else Var(k_loop.var))
+    producer_tile = _producer(kernel, k_loop, step, loads)
+    consumer_tile = _consumer(kernel, k_loop, step, position)
+    if s.persistent:
+        producer_tile, consumer_tile = (
+            _tile_loop(kernel, b) for b in (producer_tile, consumer_tile)
+        )
+    split = role_registers(kernel.warp_count, kernel.target)
+    assert split is not None  # frontend/hopper.py refuses a split the target cannot make
+    roles = Roles(
+        Role("producer", split.producer, producer_tile),
+        Role("consumer", split.consumer, consumer_tile),
+    )
+    head: tuple[Stmt, ...] = (Let("tiles", TILES_M * TILES_N),) if s.persistent else ()
+    used = {t.dst.buffer for t in loads}
+    return replace(
+        kernel,
+        body=(*head, roles),
+        buffers=tuple(b for b in kernel.buffers if b.name in used),
+        mbarriers=_mbarriers(kernel),
+        producer_warps=1,
+        persistent=s.persistent,
+        sync_report=(),  # the pipeline's block barriers are gone: mbarriers hand over
+    )
 
-    step = Let("step", TL * steps + Var(k_loop.var) if s.persistent else Var(k_loop.var))
-    producer_step: tuple[Stmt, ...] = (
+
+def _producer(kernel: KernelIR, k_loop: For, step: Let, loads) -> tuple[Stmt, ...]:
+    """One tile's K loop of the producer: claim a slot (empty), announce, load (full)."""
+    stages = Const(kernel.schedule.stages, "STAGES")
+    slot = Q % stages
+    stage_bytes = sum(t.dst.rows * t.dst.cols * DTYPE_BYTES[_dtype(kernel, t)] for t in loads)
+    body: tuple[Stmt, ...] = (
         step,
         Wait(
             BarrierRef("empty", slot),
@@ -99,13 +122,24 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
         ExpectTx(BarrierRef("full", slot), stage_bytes, "this step's tiles, by TMA"),
         *loads,
     )
+    return (replace(k_loop, body=body, comment="block steps along K: claim a slot, load it"),)
+
+
+def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[Stmt, ...]:
+    """One tile of the consumers: the fill, the K loop (wait full, compute, release the
+    previous step's slot), the last release when a next tile follows, the C store."""
+    s = kernel.schedule
+    stages, steps = Const(s.stages, "STAGES"), k_loop.stop
+    slot = Q % stages
+    fills = tuple(st for st in kernel.body[:position] if not _copies(st))
+    stores = tuple(st for st in kernel.body[position + 1 :] if not isinstance(st, MmaWait))
     compute = tuple(
         map_body((st,), lambda x: _read_slot(x, slot))[0]
         for st in k_loop.body
         if isinstance(st, (MmaFence, MmaCommit)) or is_loop(st, K_FRAGMENTS)
     )
     previous = BarrierRef("empty", (Q + stages - 1) % stages)
-    consumer_step: tuple[Stmt, ...] = (
+    body: tuple[Stmt, ...] = (
         step,
         Wait(BarrierRef("full", slot), Q // stages % 2, "this step's tiles have landed"),
         *compute,
@@ -117,59 +151,28 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
             (Arrive(previous, "the previous step's wgmmas have retired: its slot is free"),),
         ),
     )
-    last = (TL * steps + steps - 1 if s.persistent else steps - 1) % stages
-    consumer_tile: tuple[Stmt, ...] = (
+    # the last step's release: only a persistent block's next tile reuses the slot
+    last = BarrierRef("empty", (TL * steps + steps - 1) % stages)
+    release = If(Const(0), "<", steps, (Arrive(last, "the last step's wgmmas have retired"),))
+    return (
         *fills,
-        replace(k_loop, body=consumer_step, comment="block steps along K: wait, compute, release"),
+        replace(k_loop, body=body, comment="block steps along K: wait, compute, release"),
         MmaWait(0),
-        # the last step's release: only a persistent block's next tile reuses the slot
-        *(
-            (
-                If(
-                    Const(0),
-                    "<",
-                    steps,
-                    (Arrive(BarrierRef("empty", last), "the last step's wgmmas have retired"),),
-                ),
-            )
-            if s.persistent
-            else ()
-        ),
+        *((release,) if s.persistent else ()),
         *stores,
     )
-    producer_tile: tuple[Stmt, ...] = (
-        replace(k_loop, body=producer_step, comment="block steps along K: claim a slot, load it"),
-    )
-    if s.persistent:
-        producer_tile, consumer_tile = (
-            _tile_loop(kernel, b) for b in (producer_tile, consumer_tile)
-        )
-    split = role_registers(kernel.warp_count, kernel.target) or _no_split(kernel.target)
-    roles = Roles(
-        Role("producer", split.producer, producer_tile),
-        Role("consumer", split.consumer, consumer_tile),
-    )
-    barriers = (
-        MBarrier(
-            "full", s.stages, 1, "slot s's tiles have landed: the expect_tx and the TMA bytes"
-        ),
+
+
+def _mbarriers(kernel: KernelIR) -> tuple[MBarrier, MBarrier]:
+    stages = kernel.schedule.stages
+    return (
+        MBarrier("full", stages, 1, "slot s's tiles have landed: the expect_tx and the TMA bytes"),
         MBarrier(
             "empty",
-            s.stages,
+            stages,
             kernel.warp_count,
             "slot s is free again: one arrival per consumer warpgroup",
         ),
-    )
-    head: tuple[Stmt, ...] = (Let("tiles", TILES_M * TILES_N),) if s.persistent else ()
-    used = {t.dst.buffer for t in loads}
-    return replace(
-        kernel,
-        body=(*head, roles),
-        buffers=tuple(b for b in kernel.buffers if b.name in used),
-        mbarriers=barriers,
-        producer_warps=1,
-        persistent=s.persistent,
-        sync_report=(),  # the pipeline's block barriers are gone: mbarriers hand over
     )
 
 
@@ -221,7 +224,3 @@ def _read_slot(stmt: Stmt, slot: Expr) -> Stmt:
 
 def _dtype(kernel: KernelIR, load: TmaLoad) -> str:
     return kernel.buffer(load.dst.buffer).dtype
-
-
-def _no_split(target: Target):
-    raise AssertionError(f"analysis admitted a register split {target.name} cannot make")
