@@ -282,7 +282,7 @@ DIRECTIVES: dict[str, tuple[str, ...]] = {
     "load_order": ("load_order ab", "load_order ba", "load_order alternate"),
     "accumulate": ("accumulate f32", "accumulate f16"),
     "fragment_buffers": ("fragment_buffers 1", "fragment_buffers 2"),
-    "epilogue_via": ("epilogue_via direct", "epilogue_via shared"),
+    "epilogue_via": ("epilogue_via direct", "epilogue_via shared", "epilogue_via tma"),
     "epilogue": (
         "epilogue relu",
         "epilogue alpha 0.5",

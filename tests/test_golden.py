@@ -24,6 +24,8 @@ CASES = [
     "hgemm_mma",  # the mma.sync path and pad xor
     "tuned/wmma_f32acc",  # fragment-buffering
     "tuned/wgmma_f32acc",  # the wgmma path: warpgroups, descriptors, the 128-byte swizzle
+    "hopper/persistent",  # warp-specialization: TMA, mbarriers, roles, the tile loop
+    "hopper/epilogue",  # epilogue_via tma: stmatrix into Cs, TMA stores, their waits
 ]
 
 

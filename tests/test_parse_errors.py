@@ -172,7 +172,7 @@ def test_unexpected_character_where_a_number_goes() -> None:
         (
             "epilogue_via fast",
             18,
-            "expected 'direct' or 'shared' after 'epilogue_via', found 'fast'",
+            "expected 'direct', 'shared' or 'tma' after 'epilogue_via', found 'fast'",
         ),
         (
             "epilogue gamma 2",

@@ -32,7 +32,13 @@ from ..ir.nodes import (
     buffer_offsets,
 )
 from ..ir.targets import build_arch
-from ..lowering.edges import fits_block_tile, guarded_vectors, vector_fallbacks
+from ..lowering.edges import (
+    fits_block_tile,
+    guarded_vectors,
+    needs_twin,
+    tma_only,
+    vector_fallbacks,
+)
 from ..models.banks import bank_rows, best_pad, tile_buffers, unaligned_async_rows
 from ..models.feasibility import sweep as feasibility_sweep
 from ..models.occupancy import REGISTER_UNIT, occupancy
@@ -124,10 +130,15 @@ def _edge_lines(kernel: KernelIR, size: tuple[int, int, int] | None) -> list[str
             "from global memory, which WMMA cannot guard)"
         )
         return [*out, ""]
+    runs = (
+        f"sizes whose leading dimensions are whole 16 bytes run {kernel.name} (TMA zero-fills "
+        "partial boxes and clips its stores)"
+        if tma_only(kernel)
+        else f"multiples of {block} run {kernel.name} (no bounds checks)"
+    )
     out.append(
-        f"    multiples of {block} run {kernel.name} (no bounds checks); other sizes run "
-        f"{twin.name}: zero-filled partial tiles, C staged per warp ({twin.smem_bytes} bytes "
-        "shared)"
+        f"    {runs}; other sizes run {twin.name}: zero-filled partial tiles, C staged per "
+        f"warp ({twin.smem_bytes} bytes shared)"
     )
     for op, vector in guarded_vectors(twin):
         out.append(
@@ -140,6 +151,10 @@ def _edge_lines(kernel: KernelIR, size: tuple[int, int, int] | None) -> list[str
         shown = "x".join(map(str, size))
         if fits_block_tile(kernel, sizes):
             out.append(f"    at {shown}: {kernel.name}, the fast path")
+        elif not needs_twin(kernel, sizes):
+            out.append(
+                f"    at {shown}: {kernel.name}, its partial tiles filled and clipped by TMA"
+            )
         else:
             out.append(f"    at {shown}: {twin.name}")
             for note in vector_fallbacks(twin, sizes) or ["every copy keeps its vectors"]:

@@ -9,7 +9,19 @@ kernel hgemm (sync minimal): 1 barrier kept, 0 removed
 
 from __future__ import annotations
 
-from ..ir.nodes import Arrive, ExpectTx, KernelIR, Roles, TmaLoad, Wait, walk
+from ..ir.nodes import (
+    Arrive,
+    Barrier,
+    ExpectTx,
+    KernelIR,
+    ProxyFence,
+    Roles,
+    TmaLoad,
+    TmaStore,
+    TmaStoreWait,
+    Wait,
+    walk,
+)
 from ..ir.printer import stmt_text
 from ..models.hazards import decide
 
@@ -65,6 +77,23 @@ def _handoffs(k: KernelIR) -> list[str]:
                 )
                 out.append(f"     {stmt_text(s)}")
                 out.append(f"       orders {orders}")
-            elif isinstance(s, (ExpectTx, Arrive, TmaLoad)):
+            elif isinstance(s, TmaStoreWait):
+                out.append(f"     {stmt_text(s)}")
+                out.append(
+                    "       orders the TMA unit's reads of Cs before the block exits (its "
+                    "shared memory is gone then)"
+                    if s is role.body[-1]
+                    else "       orders the TMA unit's reads of Cs (the stores before) before "
+                    "the warpgroup writes Cs again, once the barrier after it has passed (WAR)"
+                )
+            elif isinstance(s, ProxyFence):
+                out.append(f"     {stmt_text(s)}")
+                out.append(
+                    "       orders each lane's stmatrix writes before the TMA unit's reads "
+                    "(the async proxy), with the barrier after it (RAW)"
+                )
+            elif isinstance(s, (ExpectTx, Arrive, TmaLoad, TmaStore)) or (
+                isinstance(s, Barrier) and s.scope == "warp"
+            ):
                 out.append(f"     {stmt_text(s)}")
     return out

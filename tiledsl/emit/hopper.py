@@ -12,6 +12,12 @@ have; everything else (the wgmmas, the accumulator store) is the wgmma path's.
                since a wgmma is one instruction of the warpgroup
     Wait       mbarrier.try_wait.parity in a loop, by every thread that reads what the
                phase hands over
+    TmaStore   one cp.async.bulk.tensor.2d store per 64-element panel of the staged
+               piece of C, by thread 0 of the consumer warpgroup, as one bulk group
+    TmaStoreWait
+               cp.async.bulk.wait_group.read 0 by that thread: its stores have read Cs
+    ProxyFence fence.proxy.async by every thread: its stmatrix writes, visible to the TMA
+               unit once the warpgroup's barrier hands them over
     Roles      one if/else on the warpgroup: the producer gives registers back
                (setmaxnreg.dec), the consumers take them (setmaxnreg.inc); ptxas honours
                that only with a register cap at entry (`__launch_bounds__(THREADS, 1)`)
@@ -25,8 +31,11 @@ from ..ir.nodes import (
     ExpectTx,
     KernelIR,
     Let,
+    ProxyFence,
     Roles,
     TmaLoad,
+    TmaStore,
+    TmaStoreWait,
     Wait,
     walk,
 )
@@ -87,8 +96,45 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 }"""
 
 
+STORE_HELPERS = """\
+// epilogue_via tma: C staged by stmatrix in shared memory, written by the TMA unit.
+// The TMA unit writes a box of shared memory (in the map's swizzle) to the tensor at
+// (x innermost, y), skipping what lies outside it; the copy joins this thread's bulk group.
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, const void* src, int x,
+                                             int y) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\\n"
+                 :: "l"(map), "r"(x), "r"(y), "r"(shared_address(src)) : "memory");
+}
+__device__ __forceinline__ void tma_store_commit() {
+    asm volatile("cp.async.bulk.commit_group;\\n" ::: "memory");
+}
+// Until this thread's bulk groups have read their shared memory (which may be reused).
+__device__ __forceinline__ void tma_store_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read 0;\\n" ::: "memory");
+}
+// Four 8x8 tiles of 16-bit elements: register i of every lane to tile i, whose row r lane
+// 8i + r addresses.
+__device__ __forceinline__ void stmatrix_x4(void* row, unsigned r0, unsigned r1, unsigned r2,
+                                            unsigned r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\\n"
+                 :: "r"(shared_address(row)), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
+__device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
+    __half2 pair = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&pair);
+}
+__device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
+    __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&pair);
+}"""
+
+
 def specialized(k: KernelIR) -> bool:
     return bool(k.mbarriers)
+
+
+def stores_by_tma(k: KernelIR) -> bool:
+    return any(isinstance(s, TmaStore) for s in walk(k.body))
 
 
 def constants(k: KernelIR) -> list[str]:
@@ -163,11 +209,37 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
             return [
                 f"mbarrier_wait(&{_bar(emitter, s.bar)}, {emitter.expr(s.parity)});  // {s.reason}"
             ]
+        case TmaStore():
+            return _tma_store(emitter, k, s)
+        case TmaStoreWait():
+            return [f"if (lane == 0) tma_store_wait_read();  // {s.reason}"]
+        case ProxyFence():
+            return [f"fence_proxy_async();  // {s.reason}"]
     return None
 
 
 def _bar(emitter, ref) -> str:
     return f"{ref.name}[{emitter.expr(ref.slot)}]"
+
+
+def _tma_store(emitter, k: KernelIR, s: TmaStore) -> list[str]:
+    """One box per 64-element panel of the staged piece, by the warpgroup's thread 0."""
+    b = k.buffer(s.src.buffer)
+    operand = k.gemm.operand(s.dst.operand)
+    y = emitter.expr(s.dst.origin[0] + s.dst.offset[0])
+    x = emitter.expr(s.dst.origin[1] + s.dst.offset[1])
+    slot = emitter.expr(s.src.slot)
+    panels = s.src.cols // b.panel
+    out = [
+        f"if (lane == 0) {{  // {s.src.rows}x{s.src.cols} {b.name}[{slot}] -> "
+        f"{operand.name} by TMA: {panels} box(es) of {b.panel} x {b.lines}, one bulk group",
+    ]
+    for p in range(panels):
+        along = f"{x} + {p * b.panel}" if p else x
+        out.append(
+            f"    tma_store_2d(&map_{operand.name}, &{b.name}[{slot}][{p}][0][0], {along}, {y});"
+        )
+    return out + ["    tma_store_commit();", "}"]
 
 
 def _tma_load(emitter, k: KernelIR, s: TmaLoad) -> list[str]:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from ..ir.expr import Expr, evaluate, to_c
 from ..ir.grid import grid_size
-from ..ir.nodes import C_TYPES, DTYPE_BYTES, KernelIR, TmaLoad, walk
+from ..ir.nodes import C_TYPES, DTYPE_BYTES, KernelIR, TmaLoad, TmaStore, walk
+from ..lowering.edges import twin_condition
 
 #: The C type of a tensor-map parameter: `struct alignas(64) TensorMap { unsigned long long
 #: bytes[16]; };` (the CUtensorMap), passed by value in the kernel's parameter space.
@@ -119,6 +120,8 @@ class Launch:
     # One per TMA-loaded operand, in the order of their parameters (the first in `args`).
     tensor_maps: tuple[TensorMapSpec, ...] = ()
     persistent: bool = False  # min(multiprocessor count, tiles) blocks, each looping over tiles
+    # when the launcher runs `edge` instead (tiledsl.lowering.edges.twin_condition)
+    edge_when: str = "M, N or K is not a multiple of the block tile"
 
     def blocks(self, sizes: dict[str, int]) -> int:
         """The tiles of one product: the blocks along x, unless the launch is persistent."""
@@ -165,7 +168,7 @@ class Launch:
             **(
                 {
                     "edge": {
-                        "when": "M, N or K is not a multiple of the block tile",
+                        "when": self.edge_when,
                         **self.edge.to_json(),
                     }
                 }
@@ -176,14 +179,16 @@ class Launch:
 
 
 def tensor_maps_of(kernel: KernelIR) -> tuple[TensorMapSpec, ...]:
-    """One spec per operand the kernel loads with TMA, in the order of its first TmaLoad."""
+    """One spec per operand the kernel loads (or stores: C, `epilogue_via tma`) with TMA,
+    in the order of its first TMA copy."""
     specs: dict[str, TensorMapSpec] = {}
     for stmt in walk(kernel.body):
-        if not isinstance(stmt, TmaLoad):
+        if not isinstance(stmt, (TmaLoad, TmaStore)):
             continue
-        name = stmt.src.operand
+        glob, tile = (stmt.src, stmt.dst) if isinstance(stmt, TmaLoad) else (stmt.dst, stmt.src)
+        name = glob.operand
         op = kernel.gemm.operand(name)
-        buffer = kernel.buffer(stmt.dst.buffer)
+        buffer = kernel.buffer(tile.buffer)  # type: ignore[union-attr]
         if op.batch is not None:
             raise ValueError(f"{kernel.name}: {name} is batched; its TMA map would need rank 3")
         if buffer.panel != TMA_PANEL:
@@ -227,4 +232,5 @@ def launch_of(kernel: KernelIR) -> Launch:
         g.batch,
         maps,
         kernel.persistent,
+        twin_condition(kernel),
     )

@@ -69,9 +69,13 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
         ),
         "epilogue_via": (
             f"epilogue_via {s.epilogue_via}",
-            "fragments stored straight to C"
-            if s.epilogue_via == "direct"
-            else "C staged per warp in shared memory, converted and stored by lanes",
+            {
+                "direct": "fragments stored straight to C",
+                "shared": "C staged per warp in shared memory, converted and stored by lanes",
+                "tma": f"each consumer warpgroup rounds its C and stages it by stmatrix in Cs, "
+                f"{s.store_columns} columns at a time; one thread hands each piece to a TMA "
+                "store",
+            }[s.epilogue_via],
         ),
         "target": (
             f"target {k.target.name}",

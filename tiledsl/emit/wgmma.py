@@ -32,6 +32,7 @@ shared memory up to 1024 bytes, where the swizzle's phase is zero.
 from __future__ import annotations
 
 from ..errors import error
+from ..ir.expr import ZERO
 from ..ir.nodes import (
     DTYPE_BYTES,
     Barrier,
@@ -44,6 +45,7 @@ from ..ir.nodes import (
     MmaCommit,
     MmaFence,
     MmaWait,
+    SharedTile,
     StoreFrag,
 )
 from ..ir.paths import WGMMA
@@ -116,6 +118,8 @@ class WgmmaLowering(PathLowering):
         out = [_HELPERS, ""]
         if any(hopper.specialized(k) for k in kernels):
             out += [hopper.HELPERS, ""]
+        if any(hopper.stores_by_tma(k) for k in kernels):
+            out += [hopper.STORE_HELPERS, ""]
         for n, inputs in sorted({(k.schedule.mma[1], k.gemm.a.dtype) for k in kernels}):
             out += [
                 f"// wgmma m64n{n}k16, {inputs} inputs, f32 accumulators",
@@ -168,10 +172,12 @@ def k_major(k: KernelIR, buffer: str) -> bool:
 
 
 def descriptor_constants(k: KernelIR) -> list[str]:
-    """LBO and SBO of each swizzled tile, named (see the module's text)."""
+    """LBO and SBO of each swizzled tile wgmma reads (A's and B's), named (see the
+    module's text)."""
     out = []
+    read = {k.gemm.a.name + "s", k.gemm.b.name + "s"}
     for b in k.buffers:
-        if not b.panel:
+        if not b.panel or b.name not in read:
             continue
         up = b.name.upper()
         panel_bytes = b.lines * b.panel * DTYPE_BYTES[b.dtype]
@@ -238,6 +244,8 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
             trans_b = 0 if k_major(k, b_buf) else 1
             name = helper_name(n, k.gemm.a.dtype)
             return [f"{name}<{trans_a}, {trans_b}>({s.acc}, {s.a}, {s.b});"]
+        case StoreFrag() if s.cols is not None or _stmatrix_target(emitter, k, s.dst):
+            return _stmatrix_store(emitter, k, s)
         case StoreFrag():
             return _accumulator(emitter, k, s.dst, s.frag, load=False)
         case Barrier(scope="warp"):
@@ -290,6 +298,52 @@ _PAIRS = {
     "f16": ("__half2", "__floats2half2_rn"),
     "bf16": ("__nv_bfloat162", "__floats2bfloat162_rn"),
 }
+
+
+def _stmatrix_target(emitter, k: KernelIR, tile) -> bool:
+    """A 16-bit tile in the 128-byte swizzle: `epilogue_via tma`'s staging of C."""
+    if not isinstance(tile, SharedTile):
+        return False
+    b = k.buffer(tile.buffer)
+    return b.dtype in _PAIRS and bool(b.panel) and b.xor
+
+
+def _stmatrix_store(emitter, k: KernelIR, s) -> list[str]:
+    """f32 accumulators rounded to 16 bits and written by stmatrix.x4: per 16 columns,
+    four 8x8 pieces (rows 0-7 and 8-15 of the warp's 16, columns 0-7 and 8-15), lanes
+    8p..8p+7 giving the row addresses of piece p; in the 128-byte swizzle the 8 rows of
+    a piece fall on 8 different bank groups."""
+    tile, ref = s.dst, s.frag
+    if not _stmatrix_target(emitter, k, tile):
+        raise error(
+            k.schedule.loc("epilogue_via"),
+            "a window of an accumulator's columns is stored into a 16-bit, 128-byte-"
+            "swizzled shared tile only (the TMA store's staging)",
+            "write `epilogue_via tma` on a warp-specialized kernel with an f16 or bf16 C",
+        )
+    first, width = s.cols if s.cols is not None else (ZERO, k.schedule.mma[1])
+    pack = _PACK[emitter.dtype_of(k, tile)]
+    n8 = f"({emitter.expr(first)}) / 8 + 2 * j" if s.cols is not None else "2 * j"
+    at = emitter.element(k, tile, "sr", "16 * j + sc")
+    regs = ", ".join(f"{pack}(d[n8 * 4 + {q}], d[n8 * 4 + {q + 1}])" for q in (0, 2, 4, 6))
+    window = f" columns [{emitter.expr(first)}, + {width})" if s.cols is not None else ""
+    return [
+        f"{{  // {ref}{window} -> {emitter.tile_name(tile)}, rounded to "
+        f"{emitter.dtype_of(k, tile)}, by stmatrix: 8x8 pieces, lane % 32 / 8 = the piece",
+        f"    float (&d)[{k.schedule.mma[1] // 2}] = {ref};",
+        "    const int sr = wq * 16 + lane % 32 / 8 % 2 * 8 + lane % 8, sc = lane % 32 / 16 * 8;"
+        "  // this lane's row address: its piece's row lane % 8",
+        "    #pragma unroll",
+        f"    for (int j = 0; j < {width // 16}; ++j) {{  // 16 columns: n8 and n8 + 1",
+        f"        const int n8 = {n8};",
+        f"        stmatrix_x4(&{at}, {regs});",
+        "    }",
+        "}",
+    ]
+
+
+#: 16-bit C types: the helper (tiledsl.emit.hopper) that rounds two floats into one word
+_PACK = {"f16": "pack_f16x2", "bf16": "pack_bf16x2"}
 
 
 def _converted_store(emitter, k: KernelIR, tile, ref: FragRef) -> list[str]:

@@ -63,6 +63,8 @@ def analyze(
         for op in (gemm.a, gemm.b, gemm.c, *gemm.extras)
     ):
         gemm = None
+    if gemm is not None:
+        sched = _resolve_store_columns(sched, gemm, target)
     _check_shapes(sched, target, gemm, errs)
     if gemm is not None:
         check_hopper(sched, target, gemm, errs)
@@ -91,6 +93,40 @@ def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Col
                 f"e.g. `pad {gemm.a.name} 8, {gemm.b.name} 8`",
             )
     return replace(sched, **updates)
+
+
+def store_column_choices(sched: Schedule) -> list[int]:
+    """The widths `epilogue_via tma` can stage C in, widest first: a consumer warpgroup's
+    columns (its fragments side by side), halved while each piece stays within one
+    fragment and whole 64-element panels (the 128-byte swizzle box of a TMA store)."""
+    n = sched.mma[1]
+    width = n * sched.coarsen[1]
+    out = []
+    while width >= TMA_STORE_PANEL and width % TMA_STORE_PANEL == 0:
+        if (width <= n and n % width == 0) or width % n == 0:
+            out.append(width)
+        width //= 2
+    return out
+
+
+#: Elements of C per TMA store box along a row: 128 bytes of f16 or bf16 (the 128-byte
+#: swizzle's line, what stmatrix's 8 rows spread over the banks).
+TMA_STORE_PANEL = 64
+
+
+def _resolve_store_columns(sched: Schedule, gemm: Gemm, target: Target) -> Schedule:
+    """`epilogue_via tma`: the widest staging of C that fits the block's shared memory
+    beside the stages (the narrowest when none does: the shared-memory check reports it)."""
+    if sched.epilogue_via != "tma" or not sched.path.feeds_tma_pipeline:
+        return sched
+    choices = store_column_choices(sched) if min(sched.mma) > 0 else []
+    if not choices or min(sched.warps) < 1:
+        return sched  # refused by the Hopper checks (no panel-wide staging)
+    for width in choices:
+        candidate = replace(sched, store_columns=width)
+        if shared_memory_bytes(candidate, gemm, False) <= target.max_smem_per_block:
+            return candidate
+    return replace(sched, store_columns=choices[-1])
 
 
 def tile_shape(sched: Schedule, gemm: Gemm, op) -> tuple[int, int]:
@@ -312,6 +348,12 @@ def shared_memory_bytes(sched: Schedule, gemm: Gemm, staged_c: bool) -> int:
         warps_m, warps_n = sched.warps
         acc_bytes = DTYPE_BYTES[sched.accumulate] if sched.accumulate in DTYPE_BYTES else 4
         end = max(end, aligned(warps_m * warps_n * m * n * acc_bytes, SMEM_ALIGN))
+    if sched.epilogue_via == "tma" and sched.store_columns and sched.warp_specialize:
+        # its own bytes after the stages: the producer refills those while C leaves
+        rows = sched.mma[0] * sched.coarsen[0]
+        c_bytes = DTYPE_BYTES.get(gemm.c.dtype, 2)
+        size = sched.warps[0] * sched.warps[1] * rows * sched.store_columns * c_bytes
+        end = max(end, aligned(start + size, SMEM_ALIGN))
     if end and sched.warp_specialize:
         end += 2 * 8 * sched.stages  # a `full` and an `empty` mbarrier per stage
     return end + path.smem_slack if end else end

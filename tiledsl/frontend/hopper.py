@@ -1,4 +1,5 @@
-"""The checks of the Hopper directives: `copy tma`, `warp_specialize`, `persistent`.
+"""The checks of the Hopper directives: `copy tma`, `warp_specialize`, `persistent`,
+`epilogue_via tma`.
 
 What the warp-specialized kernel (tiledsl.passes.warp_specialization) asks of a schedule,
 refused here with the directive's location before anything is built:
@@ -9,6 +10,8 @@ refused here with the directive's location before anything is built:
   warpgroup, and a producer that copies with cp.async, are not built yet), and
   `persistent` only with them;
 * what the first version does not build yet: an epilogue, a batch, a staged C;
+* `epilogue_via tma` only on a warp-specialized kernel, with a row-major 16-bit C and a
+  consumer warpgroup at least one 64-element panel wide;
 * the register split (tiledsl.models.registers.role_registers): the consumers'
   accumulators must fit in what `setmaxnreg` can give them.
 """
@@ -24,16 +27,26 @@ from ..models.registers import fragment_registers, role_registers
 
 def uses_hopper_pipeline(sched: Schedule) -> bool:
     """Whether the schedule asks for any of the Hopper-native directives."""
-    return sched.copy_mode == "tma" or sched.warp_specialize or sched.persistent
+    return (
+        sched.copy_mode == "tma"
+        or sched.warp_specialize
+        or sched.persistent
+        or sched.epilogue_via == "tma"
+    )
 
 
 def check_hopper(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -> None:
     if not uses_hopper_pipeline(sched):
         return
-    where = (
-        "copy"
-        if sched.copy_mode == "tma"
-        else ("warp_specialize" if sched.warp_specialize else "persistent")
+    where = next(
+        name
+        for name, asked in (
+            ("copy", sched.copy_mode == "tma"),
+            ("warp_specialize", sched.warp_specialize),
+            ("persistent", sched.persistent),
+            ("epilogue_via", True),
+        )
+        if asked
     )
     loc = sched.loc(where)
     if not sched.path.feeds_tma_pipeline:
@@ -45,6 +58,8 @@ def check_hopper(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -
         return
     _check_together(sched, errs)
     _check_unbuilt(sched, gemm, errs)
+    if sched.epilogue_via == "tma":
+        _check_tma_store(sched, gemm, errs)
     if sched.warp_specialize:
         _check_role_registers(sched, target, errs)
 
@@ -76,6 +91,41 @@ def _check_together(sched: Schedule, errs: Collector) -> None:
             sched.loc("stages"),
             f"a TMA pipeline needs stages ≥ 2 (this schedule has stages {sched.stages})",
             "write `stages 4`",
+        )
+
+
+def _check_tma_store(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
+    """What `epilogue_via tma` asks: the consumer warpgroups, a C that stmatrix and a TMA
+    box can hold, and a warpgroup tile that 64-element panels cut."""
+    loc = sched.loc("epilogue_via")
+    if not sched.warp_specialize:
+        errs.add(
+            loc,
+            "epilogue_via tma is built for warp-specialized kernels (the consumer "
+            "warpgroups stage C, one of their threads issues the TMA store)",
+            "add `copy tma` and `warp_specialize`, or write `epilogue_via direct`",
+        )
+        return
+    if gemm.c.dtype not in ("f16", "bf16"):
+        errs.add(
+            loc,
+            f"epilogue_via tma stages C with stmatrix, which moves 16-bit elements, and C "
+            f"is {gemm.c.dtype} (not built yet)",
+            "write `epilogue_via direct` (the consumers store C from their registers)",
+        )
+    if gemm.c.layout != "row":
+        errs.add(
+            loc,
+            "epilogue_via tma is built for a row-major C only",
+            "declare C row, or write `epilogue_via direct`",
+        )
+    if not sched.store_columns:
+        width = sched.mma[1] * sched.coarsen[1]
+        errs.add(
+            loc,
+            f"epilogue_via tma stages C in 64-element panels (the 128-byte TMA box), and a "
+            f"consumer warpgroup's tile is {width} columns wide",
+            "use a wgmma at least 64 wide, e.g. `mma m64n128k16`, or `epilogue_via direct`",
         )
 
 
@@ -153,4 +203,4 @@ def _check_role_registers(sched: Schedule, target: Target, errs: Collector) -> N
 
 
 def _spelling(directive: str) -> str:
-    return "copy tma" if directive == "copy" else directive
+    return {"copy": "copy tma", "epilogue_via": "epilogue_via tma"}.get(directive, directive)

@@ -50,7 +50,9 @@ GENERATED = frozenset(
     warpgroup_barrier smem_address"""
     # the Hopper pipeline's helpers and the tensor map's type (tiledsl.emit.hopper)
     """ TensorMap shared_address mbarrier_init mbarrier_init_fence mbarrier_expect_tx
-    mbarrier_arrive mbarrier_wait tma_load_2d setmaxnreg_dec setmaxnreg_inc"""
+    mbarrier_arrive mbarrier_wait tma_load_2d setmaxnreg_dec setmaxnreg_inc tma_store_2d
+    tma_store_commit tma_store_wait_read stmatrix_x4 pack_f16x2 pack_bf16x2 __nv_bfloat162
+    __floats2bfloat162_rn __half2 __floats2half2_rn"""
     # the kernel's constants (its `NAME_schedule` namespace)
     """ BM BN BK MMA_M MMA_N MMA_K WARPS_M WARPS_N WARP_SIZE THREADS GROUP_M PANEL_N ALPHA
     BETA Cs CS_ROWS CS_COLS CS_PITCH STAGES STAGE_BYTES PRODUCER_REGISTERS
@@ -65,7 +67,8 @@ GENERATED_LOCALS = frozenset(
     """BYTES PENDING CHUNK GROUPS REPEAT TRANS_A TRANS_B address dst gmem line pos id wq
     lbo sbo tile smem smem_base warp lane wm wn tiles_m tiles_n pid bz width group first_m
     group_m panel idx first_n row bm bn kt kk s it v r c e gr gc x a b acc p q d f g i j
-    t n8 REGISTERS arrivals bar bytes done parity map y full empty step tiles tl""".split()
+    t n8 REGISTERS arrivals bar bytes done parity map y full empty step tiles tl src r0 r1 r2
+    r3 lo hi pair sr sc h""".split()
 )
 
 #: Helpers named per instruction shape or variant: `wgmma_m64n128k16_f16_f32`,

@@ -199,7 +199,8 @@ USAGE = {
     "accumulate": "accumulate takes a dtype, e.g. accumulate f32",
     "epilogue": "epilogue takes a comma list of alpha V, beta V, relu, bias NAME, "
     "e.g. epilogue alpha 1.5, relu",
-    "epilogue_via": "epilogue_via is written epilogue_via direct or epilogue_via shared",
+    "epilogue_via": "epilogue_via is written epilogue_via direct, epilogue_via shared or "
+    "epilogue_via tma",
     "target": "target is written target LANGUAGE DEVICE, e.g. target cuda sm_90",
     "attributes": "attributes takes a comma list of NAME or NAME(INT), "
     "e.g. attributes mtgpu_tiny_offset",

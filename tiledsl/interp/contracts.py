@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.expr import evaluate
-from ..ir.nodes import DTYPE_BYTES, Copy, SharedTile, Tile, TmaLoad
+from ..ir.nodes import DTYPE_BYTES, Copy, SharedTile, Tile, TmaLoad, TmaStore
 from ..ir.printer import stmt_text
 from .errors import InterpreterError
 from .tiles import Memory
@@ -66,12 +66,14 @@ def check_vectors(memory: Memory, c: Copy, tile: Tile, flat, whole, text: str) -
         )
 
 
-def check_tma(memory: Memory, load: TmaLoad, text: str) -> None:
-    """The tensor map and the shared destination of a TMA copy (cuTensorMapEncodeTiled's
-    limits; PTX ISA, "cp.async.bulk.tensor", and the 128-byte swizzle's address pattern)."""
+def check_tma(memory: Memory, copy: TmaLoad | TmaStore, text: str) -> None:
+    """The tensor map and the shared side of a TMA copy, a load or a store
+    (cuTensorMapEncodeTiled's limits; PTX ISA, "cp.async.bulk.tensor", and the 128-byte
+    swizzle's address pattern)."""
     kernel = memory.kernel
-    op = kernel.gemm.operand(load.src.operand)
-    buf = kernel.buffer(load.dst.buffer)
+    glob, tile = (copy.src, copy.dst) if isinstance(copy, TmaLoad) else (copy.dst, copy.src)
+    op = kernel.gemm.operand(glob.operand)
+    buf = kernel.buffer(tile.buffer)
     size = DTYPE_BYTES[buf.dtype]
     ld = int(evaluate(op.leading_dim, memory.env))
     problems = []
@@ -82,9 +84,9 @@ def check_tma(memory: Memory, load: TmaLoad, text: str) -> None:
             f"{op.name} is {op.layout}-major and {buf.name} {buf.layout}-major: a TMA box "
             "lands as it is stored"
         )
-    rows, cols = load.dst.rows, load.dst.cols
+    rows, cols = tile.rows, tile.cols
     lines, length = (rows, cols) if buf.layout == "row" else (cols, rows)
-    pos = evaluate(load.dst.offset[1] if buf.layout == "row" else load.dst.offset[0], memory.env)
+    pos = evaluate(tile.offset[1] if buf.layout == "row" else tile.offset[0], memory.env)
     if lines > 256:
         problems.append(f"a box of {lines} lines (at most 256)")
     if buf.panel:

@@ -24,9 +24,13 @@ seeded scheduler (tiledsl.interp.roles) interleaves them and the TMA copies in f
 `schedules` times per call (default 2), and each interleaving must give the same bytes.
 A TMA copy reads global memory at its issue (zeros outside the operand), keeps its
 shared units in flight, and lands when the scheduler says, counting its bytes on its
-mbarrier (tiledsl.interp.mbarriers) then. Across the roles, a happens-before detector
-over vector clocks that flow through the mbarrier phases (tiledsl.interp.clocks) finds
-the races; a wait that nothing can complete is a DeadlockError. A persistent kernel runs
+mbarrier (tiledsl.interp.mbarriers) then. A TMA store (`epilogue_via tma`) reads its
+shared tile at the issue, by the warpgroup's issuing thread, and writes C's elements
+inside the operand; the tile counts as read until that thread's store wait, and it must
+hold only writes a proxy fence has made visible to the TMA unit. Across the roles, a
+happens-before detector over vector clocks that flow through the mbarrier phases
+(tiledsl.interp.clocks) finds the races; a wait that nothing can complete is a
+DeadlockError. A persistent kernel runs
 `blocks` blocks (gridDim.x; default min(tiles, 3)), so that each loops over several tiles
 and the phase bits carry from tile to tile.
 
@@ -69,11 +73,14 @@ from ..ir.nodes import (
     MmaCommit,
     MmaFence,
     MmaWait,
+    ProxyFence,
     Roles,
     SharedTile,
     StoreFrag,
     Tile,
     TmaLoad,
+    TmaStore,
+    TmaStoreWait,
     Wait,
     async_mma,
     buffer_offsets,
@@ -117,6 +124,7 @@ class Stats:
     mma: int = 0
     async_groups: int = 0
     tma_loads: int = 0
+    tma_stores: int = 0
     mbarrier_waits: int = 0
     schedules: int = 1  # interleavings run (each over the whole grid); the counts are one's
     steps: int = 0  # scheduler steps: statements run and TMA copies landed
@@ -160,6 +168,8 @@ class _Block:
     inflight: np.ndarray  # per unit: a cp.async is still filling it
     tma_busy: np.ndarray  # per unit: a TMA copy is still filling it
     mma_busy: np.ndarray  # per unit: wgmma reads in flight
+    store_busy: np.ndarray  # per unit: TMA store reads in flight
+    unfenced: np.ndarray  # per unit: the agent whose write no proxy fence followed, or -1
     bars: MBarriers | None
     clocks: HappensBefore | None
     flights: list[_Flight] = field(default_factory=list)
@@ -186,6 +196,8 @@ class _Agent:
     # wgmma reads in flight: (units, issuers, stmt) per read, grouped like cp.async's
     mma_reads: list = field(default_factory=list)
     mma_groups: list[list] = field(default_factory=list)
+    # TMA stores whose reads of shared memory are in flight: (units, issuers, stmt)
+    store_reads: list = field(default_factory=list)
     loops: list[str] = field(default_factory=list)  # the running loops' variables
     scope: list[str] = field(default_factory=list)  # the names it let, for reports
     current: object = None  # the statement it runs
@@ -320,6 +332,8 @@ class _Interpreter:
             inflight=np.zeros(units, bool),
             tma_busy=np.zeros(units, bool),
             mma_busy=np.zeros(units, np.int32),
+            store_busy=np.zeros(units, np.int32),
+            unfenced=np.full(units, -1, np.int32),
             bars=MBarriers(self.kernel) if self.kernel.mbarriers else None,
             clocks=HappensBefore(self.kernel, self.offsets, units, pid) if self.roles else None,
         )
@@ -357,6 +371,12 @@ class _Interpreter:
             raise InterpreterError(
                 f"async copies were issued but never waited for ({where}): "
                 "a cp.async.wait_group is missing"
+            )
+        if ag.store_reads:
+            raise InterpreterError(
+                f"`{stmt_text(ag.store_reads[0][2])}` may still be reading shared memory when "
+                f"its warpgroup ends ({where}): a tma.store_wait "
+                "(cp.async.bulk.wait_group.read) is missing before the block exits"
             )
 
     # ------------------------------------------------------------ roles
@@ -474,6 +494,51 @@ class _Interpreter:
         )
         self.stats.tma_loads += 1
 
+    def _tma_store(self, ag: _Agent, s: TmaStore) -> None:
+        """cp.async.bulk.tensor to global, by thread 0 of each IR warp: reads the shared
+        tile now (and until its store wait), writes C's elements inside the operand."""
+        if ag.role == "producer":
+            raise InterpreterError(
+                f"`{stmt_text(s)}` in the producer role: the consumers store their C"
+            )
+        text = stmt_text(s)
+        if (s.src.rows, s.src.cols) != (s.dst.rows, s.dst.cols):
+            raise InterpreterError(f"`{text}`: the box and the shared tile differ in shape")
+        check_tma(ag.memory, s, text)
+        data, flat, units, _ = ag.memory.warp_tile(s.src, text)
+        assert units is not None  # a shared tile has units
+        issuers = (np.arange(self.warps) * self.warp_width).reshape(
+            -1, *([1] * (units.ndim - 1))
+        )  # thread 0 of each warpgroup issues it
+        self._not_in_flight(ag, units, s)
+        stale = ag.blk.unfenced[units]
+        if (stale >= 0).any():
+            raise InterpreterError(
+                f"`{text}`{ag.who} hands the TMA unit shared memory written without a "
+                "fence.proxy.async after the write: the TMA unit may read the bytes from "
+                "before it"
+            )
+        self._log(ag, units, np.broadcast_to(issuers, units.shape), False, s)
+        rows, cols = np.arange(s.dst.rows)[:, None], np.arange(s.dst.cols)[None, :]
+        inside: list = []
+        dst, dflat, _ = ag.memory.locate(s.dst, rows, cols, text, inside)
+        shape = np.broadcast_shapes(flat.shape, dflat.shape)
+        values = convert(
+            np.broadcast_to(data[flat], shape), ag.memory.dtype(s.src), ag.memory.dtype(s.dst)
+        )
+        mask = np.broadcast_to(inside[0], shape)  # outside C: the TMA unit skips them
+        dst[np.broadcast_to(dflat, shape)[mask]] = values[mask]
+        np.add.at(ag.blk.store_busy, units.ravel(), 1)
+        ag.store_reads.append((units, issuers, s))
+        self.stats.tma_stores += 1
+
+    def _retire_stores(self, ag: _Agent) -> None:
+        """cp.async.bulk.wait_group.read 0: the stores have read their tiles, until here."""
+        for units, issuers, stmt in ag.store_reads:
+            np.add.at(ag.blk.store_busy, units.ravel(), -1)
+            self._log(ag, units, np.broadcast_to(issuers, units.shape), False, stmt)
+        ag.store_reads = []
+
     def _land_tma(self, blk: _Block, i: int) -> None:
         """The TMA unit has written copy `i`: its bytes count on its barrier now."""
         f = blk.flights.pop(i)
@@ -544,7 +609,16 @@ class _Interpreter:
             case StoreFrag():
                 check_fragment_pointer(ag.memory, s.dst, s, read_async=False)
                 frag, i, j = self._frag(ag, s.frag)
-                self._write_tile(ag, s.dst, frag[:, i, j], s)
+                values = frag[:, i, j]
+                if s.cols is not None:  # a window of the fragment's columns
+                    first, width = int(evaluate(s.cols[0], ag.env)), s.cols[1]
+                    if first < 0 or first + width > values.shape[-1]:
+                        raise InterpreterError(
+                            f"`{stmt_text(s)}`: columns {first} to {first + width} of a "
+                            f"fragment {values.shape[-1]} wide"
+                        )
+                    values = values[..., first : first + width]
+                self._write_tile(ag, s.dst, values, s)
             case Copy():
                 self._copy(ag, s)
             case AsyncCommit():
@@ -568,6 +642,13 @@ class _Interpreter:
                 self._arrive(ag, s)
             case TmaLoad():
                 self._tma(ag, s)
+            case TmaStore():
+                self._tma_store(ag, s)
+            case TmaStoreWait():
+                self._retire_stores(ag)
+            case ProxyFence():
+                blk = ag.blk
+                blk.unfenced[blk.unfenced == ag.index] = -1
             case Roles():
                 self._roles(ag, s)
             case _:
@@ -654,6 +735,7 @@ class _Interpreter:
             self._not_in_flight(ag, units, stmt)
             self._not_being_read(ag, units, stmt)
             self._log(ag, units, issuers, True, stmt)
+            ag.blk.unfenced[units] = ag.index  # the generic proxy's: a TMA store needs a fence
         data[flat] = encode(values, ag.memory.dtype(tile))
 
     def _not_in_flight(self, ag: _Agent, units, stmt) -> None:
@@ -673,6 +755,12 @@ class _Interpreter:
             )
 
     def _not_being_read(self, ag: _Agent, units, stmt) -> None:
+        if (ag.blk.store_busy[np.asarray(units)] > 0).any():
+            raise InterpreterError(
+                f"`{stmt_text(stmt)}`{ag.who} overwrites shared memory that a TMA store may "
+                "still be reading: a tma.store_wait (cp.async.bulk.wait_group.read) is "
+                "missing before it"
+            )
         if not (ag.blk.mma_busy[np.asarray(units)] > 0).any():
             return
         if ag.in_role and ag.role != "consumer":

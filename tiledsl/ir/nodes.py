@@ -7,7 +7,7 @@
               | Fill(frag, value)
               | LoadFrag(frag, src: Tile)           warp-collective
               | Mma(acc, a, b)                      warp-collective: acc += a * b
-              | StoreFrag(dst: Tile, frag)          warp-collective
+              | StoreFrag(dst: Tile, frag, cols)    warp-collective (cols: a column window)
               | Barrier(scope: block|warp, reason)
               | If(lhs op rhs, then, orelse)         a block-uniform condition (op: < or ==)
               | AsyncCommit()                       close a group of async copies (cp.async)
@@ -23,6 +23,11 @@
               | TmaLoad(dst, src, bar)              the TMA unit copies a tile, counted on bar
               | ExpectTx(bar, bytes) | Arrive(bar) | Wait(bar, parity)
                                                     mbarrier handoffs (Hopper)
+              | ProxyFence(reason)                  this thread's shared writes, visible to
+                                                    the async proxy (a TMA store reads them)
+              | TmaStore(dst, src)                  the TMA unit copies a shared tile to C
+              | TmaStoreWait(reason)                until this warp's TMA stores have read
+                                                    their shared tiles
     Tile      = GlobalTile(operand, origin (r, c), offset (r, c), rows, cols)
               | SharedTile(buffer, slot, offset (r, c), rows, cols)
     FragRef   = fragment name [i][j]     (i, j: constants or unrolled loop variables)
@@ -269,8 +274,12 @@ class Mma:
 
 @dataclass(frozen=True)
 class StoreFrag:
+    """A fragment into a tile; with `cols` = (first, width) only that window of the
+    fragment's columns (the tile is `width` wide): C staged a piece at a time."""
+
     dst: Tile
     frag: FragRef
+    cols: tuple[Expr, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -354,6 +363,33 @@ class TmaLoad:
 
 
 @dataclass(frozen=True)
+class TmaStore:
+    """cp.async.bulk.tensor from shared to global: the TMA unit writes shared tile `src`
+    (in the 128-byte swizzle, one box per 64-element panel) to global tile `dst`, elements
+    outside the operand skipped. Issued by one thread of each IR warp, and committed as a
+    bulk group: it reads `src` until a TmaStoreWait of that thread."""
+
+    dst: GlobalTile
+    src: SharedTile
+
+
+@dataclass(frozen=True)
+class TmaStoreWait:
+    """cp.async.bulk.wait_group.read 0 by each IR warp's issuing thread: its TMA stores
+    have read their shared tiles (which may now be written again)."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ProxyFence:
+    """fence.proxy.async.shared::cta by every thread: its earlier writes to shared memory
+    are visible to the async proxy (the TMA unit) once a barrier hands them over."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class ExpectTx:
     """mbarrier.arrive.expect_tx by the issuing thread: one arrival on `bar`, and `bytes`
     bytes still to come from the TMA copies counted on it."""
@@ -434,6 +470,9 @@ Stmt = (
     | ExpectTx
     | Arrive
     | Wait
+    | TmaStore
+    | TmaStoreWait
+    | ProxyFence
 )
 
 
@@ -563,7 +602,7 @@ def tiles_of(stmt: Stmt) -> tuple[Tile, ...]:
             return (stmt.src,)
         case StoreFrag():
             return (stmt.dst,)
-        case TmaLoad():
+        case TmaLoad() | TmaStore():
             return (stmt.src, stmt.dst)
     return ()
 

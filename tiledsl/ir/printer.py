@@ -33,11 +33,14 @@ from .nodes import (
     MmaCommit,
     MmaFence,
     MmaWait,
+    ProxyFence,
     Roles,
     SharedTile,
     StoreFrag,
     Tile,
     TmaLoad,
+    TmaStore,
+    TmaStoreWait,
     Wait,
 )
 from .schedule import named_constants
@@ -126,6 +129,12 @@ def stmt_text(stmt) -> str:
             return f"load_frag {stmt.frag} <- {tile_text(stmt.src)}"
         case Mma():
             return f"mma {stmt.acc} += {stmt.a} * {stmt.b}"
+        case StoreFrag() if stmt.cols is not None:
+            first, width = stmt.cols
+            return (
+                f"store_frag {tile_text(stmt.dst)} <- {stmt.frag} columns "
+                f"[{_e(first)}, {_e(first)} + {width})"
+            )
         case StoreFrag():
             return f"store_frag {tile_text(stmt.dst)} <- {stmt.frag}"
         case Barrier():
@@ -148,6 +157,12 @@ def stmt_text(stmt) -> str:
             return "roles"
         case TmaLoad():
             return f"copy.tma {tile_text(stmt.dst)} <- {tile_text(stmt.src)}, on {stmt.bar}"
+        case TmaStore():
+            return f"copy.tma.store {tile_text(stmt.dst)} <- {tile_text(stmt.src)}"
+        case TmaStoreWait():
+            return "tma.store_wait read" + _note(stmt.reason)
+        case ProxyFence():
+            return "fence.proxy.async" + _note(stmt.reason)
         case ExpectTx():
             return f"mbarrier.expect_tx {stmt.bar} {stmt.bytes} bytes" + _note(stmt.reason)
         case Arrive():

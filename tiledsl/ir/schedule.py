@@ -21,7 +21,7 @@ PadMode = Literal["auto", "none", "xor", "explicit"]
 SwizzleKind = Literal["none", "grouped", "zigzag"]
 SyncMode = Literal["all", "minimal"]
 LoadOrder = Literal["ab", "ba", "alternate"]
-EpilogueVia = Literal["direct", "shared"]
+EpilogueVia = Literal["direct", "shared", "tma"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,9 @@ class Schedule:
     accumulate: str = "f32"  # a DTypeName once the analysis has accepted it
     epilogue: tuple[tuple[str, ...], ...] = ()
     epilogue_via: EpilogueVia = "direct"
+    # `epilogue_via tma`: the columns of C each consumer warpgroup stages in shared memory
+    # per TMA store (the analysis picks the widest that fits beside the stages)
+    store_columns: int = 0
     target: str = DEFAULT_TARGET
     attributes: tuple[str, ...] = ()
     target_from_command_line: bool = False

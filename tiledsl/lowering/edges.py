@@ -1,7 +1,7 @@
 """Edge tiles: a guarded twin of each kernel, for sizes that are not multiples of the tile.
 
     twin = edge_twin(analysis, kernel, build)     # KernelIR named `<name>_edge`, or None
-    fast = fits_block_tile(kernel, sizes)          # which of the two a size runs
+    fast = not needs_twin(kernel, sizes)           # which of the two a size runs
     kernel, launch = variant(kernel, launch, size) # ... and the pair that runs it
 
 The kernel the passes produce assumes M, N and K are multiples of BM, BN and BK:
@@ -21,6 +21,11 @@ whole vectors where a vector lies inside the operand and the operand's leading
 dimension keeps it aligned; elsewhere it moves single elements
 (`vector_fallbacks` says which operands need that for a given size).
 
+A kernel whose every global access is a TMA copy (`copy tma` with `epilogue_via tma`)
+runs partial tiles itself: TMA fills the elements of a box outside the operand with
+zeros and a TMA store skips them. It needs its twin only where a tensor map cannot be
+made: a leading dimension that is not a whole 16 bytes (`tma_strides_aligned`).
+
 Schedules whose fragments read global memory directly (`stages 0`) have no twin:
 WMMA cannot guard a fragment load, so they run multiples of the block tile only.
 """
@@ -34,14 +39,17 @@ from ..frontend.analysis import Analysis
 from ..ir.expr import evaluate
 from ..ir.gemm import OperandInfo
 from ..ir.nodes import (
+    DTYPE_BYTES,
     Copy,
     GlobalTile,
     KernelIR,
     LoadFrag,
     StoreFrag,
+    TmaStore,
     fragment_tile,
     global_side,
     map_body,
+    tiles_of,
     walk,
 )
 
@@ -131,9 +139,47 @@ def vector_fallbacks(kernel: KernelIR, sizes: dict[str, int]) -> list[str]:
     return out
 
 
+def tma_only(kernel: KernelIR) -> bool:
+    """Whether the kernel touches global memory through TMA copies only (loads and C's
+    store): then partial tiles are the TMA unit's to fill and to clip."""
+    stmts = list(walk(kernel.body))
+    direct = any(
+        isinstance(s, (Copy, LoadFrag, StoreFrag))
+        and any(isinstance(t, GlobalTile) for t in tiles_of(s))
+        for s in stmts
+    )
+    return not direct and any(isinstance(s, TmaStore) for s in stmts)
+
+
+def tma_strides_aligned(kernel: KernelIR, sizes: dict[str, int]) -> bool:
+    """Whether every operand's rows (its leading dimension) are a whole 16 bytes: what
+    cuTensorMapEncodeTiled asks of a stride."""
+    g = kernel.gemm
+    return all(
+        int(evaluate(op.leading_dim, sizes)) * DTYPE_BYTES[op.dtype] % 16 == 0
+        for op in (g.a, g.b, g.c)
+    )
+
+
+def needs_twin(kernel: KernelIR, sizes: dict[str, int]) -> bool:
+    """Whether `sizes` run on the guarded twin: off the tile grid, unless TMA does the
+    edges (`tma_only`) and the tensor maps can be made."""
+    if fits_block_tile(kernel, sizes):
+        return False
+    return not (tma_only(kernel) and tma_strides_aligned(kernel, sizes))
+
+
+def twin_condition(kernel: KernelIR) -> str:
+    """When the launcher runs the twin (the launch description's words)."""
+    if tma_only(kernel):
+        return "a leading dimension of A, B or C is not a whole 16 bytes (TMA's strides)"
+    return "M, N or K is not a multiple of the block tile"
+
+
 def variant(kernel: KernelIR, launch, size: tuple[int, int, int]):
-    """(kernel, launch) that runs `size`: the fast path on multiples of the tile, else the twin."""
+    """(kernel, launch) that runs `size`: the kernel itself where it can (multiples of the
+    tile, or TMA's edges), else the twin."""
     sizes = dict(zip("MNK", size))
-    if fits_block_tile(kernel, sizes) or kernel.edge is None:
+    if not needs_twin(kernel, sizes) or kernel.edge is None:
         return kernel, launch
     return kernel.edge, launch.edge if launch is not None else None

@@ -24,6 +24,23 @@ wait on each slot (parity 1, "the phase before") passes at once: the first STAGE
 steps need no release. `step` (q above) counts K steps over all of a block's tiles, so the phase
 bits carry from one tile to the next without a reset.
 
+With `epilogue_via tma` C leaves through shared memory instead: each consumer warpgroup
+stages `store_columns` of its columns at a time in its own slot of Cs (the 128-byte
+swizzle, stmatrix's rows spread over the banks), and one of its threads hands the
+piece to the TMA unit, which writes it to C while the warpgroup goes on:
+
+    for h:                                     (the warpgroup's columns, a piece at a time)
+      tma.store_wait read                      the store of the piece before has read Cs
+      barrier.warp                             ... for every lane of the warpgroup
+      store_frag Cs[warp] <- acc columns h     (stmatrix)
+      fence.proxy.async; barrier.warp          the lanes' writes, visible to the TMA unit
+      copy.tma.store C <- Cs[warp]             (bulk group; outside C: skipped)
+    ...
+    tma.store_wait read                        at the end: before the block's exit
+
+Cs has bytes of its own (after the stages, which the producer refills meanwhile), so a
+persistent block's next tile starts computing while its last tile's C is still leaving.
+
 With `persistent` the block loops over tiles `pid, pid + blocks, ...` (`blocks` is
 gridDim.x, the SM count at launch), in the swizzle's order (tiledsl.ir.grid); the
 producer runs ahead into the next tile's loads while the consumers store this tile's C.
@@ -32,7 +49,9 @@ producer runs ahead into the next tile's loads while the consumers store this ti
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import cast
 
+from ..ir.dtypes import DTypeName
 from ..ir.expr import Const, Expr, Var, substitute
 from ..ir.grid import PID, TILES_M, TILES_N, raster_steps
 from ..ir.nodes import (
@@ -41,10 +60,12 @@ from ..ir.nodes import (
     K_FRAGMENTS,
     TILES,
     Arrive,
+    Barrier,
     BarrierRef,
     Copy,
     ExpectTx,
     For,
+    FragRef,
     GlobalTile,
     If,
     KernelIR,
@@ -53,11 +74,16 @@ from ..ir.nodes import (
     MmaCommit,
     MmaFence,
     MmaWait,
+    ProxyFence,
     Role,
     Roles,
+    SharedBuffer,
     SharedTile,
     Stmt,
+    StoreFrag,
     TmaLoad,
+    TmaStore,
+    TmaStoreWait,
     Wait,
     is_loop,
     map_body,
@@ -66,6 +92,9 @@ from ..ir.nodes import (
 from ..models.registers import role_registers
 
 Q, TL, TILE, BLOCKS, TILES_VAR = Var("step"), Var("tl"), Var("tile"), Var("blocks"), Var("tiles")
+WARP, PIECE = Var("warp"), Var("h")
+#: Elements of one TMA box along a line: 128 bytes of f16 or bf16, the swizzle's line.
+TMA_PANEL = 64
 
 
 def warp_specialization(kernel: KernelIR) -> KernelIR:
@@ -84,10 +113,17 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
     step = Let("step", TL * k_loop.stop + Var(k_loop.var) if s.persistent else Var(k_loop.var))
     producer_tile = _producer(kernel, k_loop, step, loads)
     consumer_tile = _consumer(kernel, k_loop, step, position)
+    staging: tuple[SharedBuffer, ...] = ()
+    if s.epilogue_via == "tma":
+        staging = (_staging_buffer(kernel),)
+        consumer_tile = _tma_epilogue(kernel, consumer_tile)
     if s.persistent:
         producer_tile, consumer_tile = (
             _tile_loop(kernel, b) for b in (producer_tile, consumer_tile)
         )
+    if staging:
+        drain = TmaStoreWait("the TMA stores have read Cs before the block exits")
+        consumer_tile = (*consumer_tile, drain)
     split = role_registers(kernel.warp_count, kernel.target)
     assert split is not None  # frontend/hopper.py refuses a split the target cannot make
     roles = Roles(
@@ -99,7 +135,7 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
     return replace(
         kernel,
         body=(*head, roles),
-        buffers=tuple(b for b in kernel.buffers if b.name in used),
+        buffers=(*(b for b in kernel.buffers if b.name in used), *staging),
         mbarriers=_mbarriers(kernel),
         producer_warps=1,
         persistent=s.persistent,
@@ -161,6 +197,80 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
         *((release,) if s.persistent else ()),
         *stores,
     )
+
+
+def _staging_buffer(kernel: KernelIR) -> SharedBuffer:
+    """Cs: per consumer warpgroup, its rows by `store_columns` of C, in 64-element panels
+    with the 128-byte swizzle (the TMA store's box, stmatrix without bank conflicts)."""
+    s = kernel.schedule
+    rows, cols = s.mma[0] * s.coarsen[0], s.store_columns
+    return SharedBuffer(
+        "Cs",
+        cast(DTypeName, kernel.gemm.c.dtype),
+        kernel.warp_count,
+        rows,
+        cols,
+        cols,
+        "per-warpgroup staging of C for the TMA store",
+        s.loc("epilogue_via"),
+        per_warp=True,
+        xor=True,
+        panel=TMA_PANEL,
+    )
+
+
+def _tma_epilogue(kernel: KernelIR, tile: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """The consumers' tile with its C store through Cs and the TMA unit (module text)."""
+    s = kernel.schedule
+    (m, n, _), (cm, cn), width = s.mma, s.coarsen, s.store_columns
+    rows = m * cm
+    acc = next(f.name for f in kernel.fragments if f.role == "accumulator")
+    stores = []
+    for i in range(cm):
+        if width <= n:  # a window of one fragment's columns
+            first = PIECE * Const(width) % Const(n, "MMA_N")
+            frag = FragRef(acc, Const(i), PIECE * Const(width) // Const(n, "MMA_N"))
+            dst = SharedTile("Cs", WARP, (Const(i * m), Const(0)), m, width)
+            stores.append(StoreFrag(dst, frag, (first, width)))
+            continue
+        per = width // n  # whole fragments side by side
+        for q in range(per):
+            frag = FragRef(acc, Const(i), PIECE * Const(per) + Const(q))
+            dst = SharedTile("Cs", WARP, (Const(i * m), Const(q * n)), m, n)
+            stores.append(StoreFrag(dst, frag))
+    c = kernel.gemm.c.name
+    origin = (Var("bm") * Const(s.block[0], "BM"), Var("bn") * Const(s.block[1], "BN"))
+    mma_m, mma_n = Const(m, "MMA_M"), Const(n, "MMA_N")
+    offset = (
+        Var("wm") * Const(cm) * mma_m,
+        Var("wn") * Const(cn) * mma_n + PIECE * Const(width),
+    )
+    piece: tuple[Stmt, ...] = (
+        TmaStoreWait("the TMA store of the piece before has read Cs[warp]"),
+        Barrier("warp", "WAR: Cs[warp] is free again for every lane of the warpgroup"),
+        *stores,
+        ProxyFence("the lanes' writes to Cs, visible to the TMA unit's reads"),
+        Barrier("warp", "RAW: every lane's part of the piece is in Cs before the TMA store"),
+        TmaStore(
+            GlobalTile(c, origin, offset, rows, width),
+            SharedTile("Cs", WARP, (Const(0), Const(0)), rows, width),
+        ),
+    )
+    kept = tuple(st for st in tile if not _stores_c(st))
+    loop = For(
+        PIECE.name,
+        Const(0),
+        Const(n * cn // width),
+        1,
+        piece,
+        unroll=True,
+        comment=f"C leaves by TMA, {width} columns of the warpgroup's at a time",
+    )
+    return (*kept, loop)
+
+
+def _stores_c(stmt: Stmt) -> bool:
+    return any(isinstance(x, StoreFrag) for x in walk((stmt,)))
 
 
 def _mbarriers(kernel: KernelIR) -> tuple[MBarrier, MBarrier]:

@@ -38,10 +38,13 @@ from ..ir.nodes import (
     MmaCommit,
     MmaFence,
     MmaWait,
+    ProxyFence,
     Roles,
     SharedTile,
     StoreFrag,
     TmaLoad,
+    TmaStore,
+    TmaStoreWait,
     Wait,
     tiles_of,
 )
@@ -305,9 +308,9 @@ def role(stmt) -> str:
             return "barrier"
         case AsyncCommit() | AsyncWait() | MmaFence() | MmaCommit() | MmaWait():
             return "async"
-        case TmaLoad():
+        case TmaLoad() | TmaStore():
             return "copy"
-        case ExpectTx() | Arrive() | Wait():
+        case ExpectTx() | Arrive() | Wait() | TmaStoreWait() | ProxyFence():
             return "barrier"
     return "other"
 
@@ -368,6 +371,16 @@ def describe(stmt, path: InstructionPath = WMMA) -> tuple[str, list[str], str | 
                 [tile_text(stmt.dst), f"← {tile_text(stmt.src)}", f"bytes counted on {stmt.bar}"],
                 _touched(stmt.dst),
             )
+        case TmaStore():
+            return (
+                "cp.async.bulk.tensor store (TMA)",
+                [tile_text(stmt.dst), f"← {tile_text(stmt.src)}", "one bulk group"],
+                _touched(stmt.src),
+            )
+        case TmaStoreWait():
+            return "cp.async.bulk.wait_group.read 0", [stmt.reason], None
+        case ProxyFence():
+            return "fence.proxy.async", [stmt.reason], None
         case ExpectTx():
             return f"mbarrier.expect_tx {stmt.bar}", [f"{stmt.bytes} bytes to come by TMA"], None
         case Arrive():
