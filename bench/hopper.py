@@ -1,6 +1,7 @@
 """The Hopper rungs (examples/hopper/) against cuBLAS and Triton, at the shapes of issue 17.
 
-    python3 bench/hopper.py [--size MxNxK ...] [--repeat N] [--out PATH.json] [FILE.tile ...]
+    python3 bench/hopper.py [--size MxNxK ...] [--repeat N] [--out PATH.json]
+                            [--only] [FILE.tile ...]
 
 Times every .tile under examples/hopper/ (and any FILE given) with `tiledsl bench`'s code
 (`tiledsl.commands.bench`): each result checked with the exact and the statistical oracle
@@ -99,11 +100,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("files", nargs="*", help="more .tile files to time beside examples/hopper/")
+    p.add_argument("--only", action="store_true", help="time the FILEs given, not examples/hopper/")
     p.add_argument("--size", action="append", metavar="MxNxK", help="repeatable")
     p.add_argument("--repeat", type=int, default=30, help="timed runs per row (default 30)")
     p.add_argument("--out", default=None, help="JSON path (default bench/results/hopper-GPU-DATE)")
     args = p.parse_args()
-    files = sorted(HOPPER.glob("*.tile")) + [Path(f) for f in args.files]
+    files = ([] if args.only else sorted(HOPPER.glob("*.tile"))) + [Path(f) for f in args.files]
     sizes = [parse_size(s) for s in (args.size or SIZES)]
     settings = bench.Settings(repeat=args.repeat, warmup=5)
     rows = bench.measure([(f.stem, str(f)) for f in files], sizes, settings)

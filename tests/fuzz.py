@@ -275,6 +275,7 @@ DIRECTIVES: dict[str, tuple[str, ...]] = {
         "swizzle none",
         "swizzle grouped 8",
         "swizzle grouped 1",
+        "swizzle snake 4",
         "swizzle zigzag 2",
         "swizzle zigzag 3",
     ),

@@ -16,7 +16,9 @@ from tiledsl.ir.expr import evaluate
 from tiledsl.ir.grid import raster_steps
 
 PARAMS = range(1, 10)
-RASTERS = [("none", 0)] + [(kind, p) for kind in ("grouped", "zigzag") for p in PARAMS]
+RASTERS = [("none", 0)] + [
+    (kind, p) for kind in ("grouped", "snake", "zigzag") for p in PARAMS
+]
 
 # 1 x 1, 1 x n, n x 1, primes, squares, and shapes not divisible by most G / W.
 SHAPES = sorted(
@@ -54,6 +56,13 @@ def reference_order(kind: str, param: int, tiles_m: int, tiles_n: int) -> list[t
         for first_m in range(0, tiles_m, param):
             rows = range(first_m, min(first_m + param, tiles_m))
             for bn in range(tiles_n):  # column by column ...
+                for bm in rows:  # ... down the group's block-rows
+                    order.append((bm, bn))
+    elif kind == "snake":
+        for group, first_m in enumerate(range(0, tiles_m, param)):
+            rows = range(first_m, min(first_m + param, tiles_m))
+            cols = range(tiles_n) if group % 2 == 0 else range(tiles_n - 1, -1, -1)
+            for bn in cols:  # column by column, odd groups from the right ...
                 for bm in rows:  # ... down the group's block-rows
                     order.append((bm, bn))
     elif kind == "zigzag":
@@ -103,7 +112,7 @@ def test_raster_is_a_bijection_on_every_small_grid(raster):
 @given(
     st.integers(1, 80),
     st.integers(1, 80),
-    st.sampled_from(["none", "grouped", "zigzag"]),
+    st.sampled_from(["none", "grouped", "snake", "zigzag"]),
     st.integers(1, 16),
 )
 def test_random_grids_and_rasters_are_bijections_in_the_documented_order(

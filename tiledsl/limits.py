@@ -50,6 +50,7 @@ def size_problems(gemm, schedule, size: tuple[int, int, int], batch: int = 1) ->
     kind, param = schedule.swizzle, schedule.swizzle_param
     raster = {
         "grouped": ("GROUP_M * tiles_n", param * tiles_n),
+        "snake": ("GROUP_M * tiles_n", param * tiles_n),
         "zigzag": ("PANEL_N * tiles_m", param * tiles_m),
     }
     if kind in raster and raster[kind][1] > INT_MAX:
@@ -58,6 +59,8 @@ def size_problems(gemm, schedule, size: tuple[int, int, int], batch: int = 1) ->
             f"swizzle {kind} {param}: {name} = {value} overflows the kernel's 32-bit block "
             "arithmetic; use a smaller swizzle parameter"
         )
+    if kind == "snake" and 2 * tiles_n > INT_MAX:
+        problems.append(f"{tiles_n} block columns overflow the snake raster's 32-bit arithmetic")
     if kind == "zigzag" and 2 * tiles_m > INT_MAX:
         problems.append(f"{tiles_m} block rows overflow the zigzag raster's 32-bit arithmetic")
     if batch > GRID_Y_MAX:

@@ -218,7 +218,7 @@ __device__ __forceinline__ void cp_async_wait() {
     @staticmethod
     def _raster_constants(k: KernelIR) -> list[str]:
         kind, param = k.raster
-        if kind == "grouped":
+        if kind in ("grouped", "snake"):
             return [f"constexpr int GROUP_M = {param};"]
         if kind == "zigzag":
             return [f"constexpr int PANEL_N = {param};"]

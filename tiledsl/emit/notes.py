@@ -21,6 +21,8 @@ RASTER_MEANING = {
     "none": "block i computes tile (i / tiles_n, i % tiles_n)",
     "grouped": "blocks walk GROUP_M block-rows at a time, so neighbours share A and B in L2",
     "zigzag": "panels of PANEL_N block-columns; odd panels walk M in reverse",
+    "snake": "blocks walk GROUP_M block-rows at a time, odd groups from the right, so the "
+    "order never jumps and consecutive waves share B's columns in L2",
 }
 
 

@@ -96,17 +96,16 @@ def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Col
 
 
 def store_column_choices(sched: Schedule) -> list[int]:
-    """The widths `epilogue_via tma` can stage C in, widest first: a consumer warpgroup's
-    columns (its fragments side by side), halved while each piece stays within one
-    fragment and whole 64-element panels (the 128-byte swizzle box of a TMA store)."""
+    """The widths `epilogue_via tma` can stage C in, widest first: whole 64-element panels
+    (the 128-byte swizzle box of a TMA store) that cut a consumer warpgroup's columns into
+    equal pieces, each within one fragment or whole fragments side by side."""
     n = sched.mma[1]
-    width = n * sched.coarsen[1]
-    out = []
-    while width >= TMA_STORE_PANEL and width % TMA_STORE_PANEL == 0:
-        if (width <= n and n % width == 0) or width % n == 0:
-            out.append(width)
-        width //= 2
-    return out
+    total = n * sched.coarsen[1]
+    return [
+        width
+        for width in range(total - total % TMA_STORE_PANEL, 0, -TMA_STORE_PANEL)
+        if total % width == 0 and ((width <= n and n % width == 0) or width % n == 0)
+    ]
 
 
 #: Elements of C per TMA store box along a row: 128 bytes of f16 or bf16 (the 128-byte

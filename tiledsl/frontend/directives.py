@@ -320,5 +320,5 @@ _HINTS = {
     "mma": "a fragment shape is written M x N x K, e.g. 16 x 16 x 16",
     "coarsen": "warp coarsening is written CM x CN, e.g. 2 x 2",
     "stages": "stages is 0 (no shared memory), 1 (one tile), or ≥ 2 (a pipeline)",
-    "swizzle": "e.g. `swizzle grouped 8`, `swizzle zigzag 2` or `swizzle none`",
+    "swizzle": "e.g. `swizzle grouped 8`, `swizzle snake 8`, `swizzle zigzag 2` or `swizzle none`",
 }

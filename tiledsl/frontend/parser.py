@@ -193,7 +193,8 @@ USAGE = {
     "warp_specialize": "warp_specialize takes nothing: one producer warpgroup feeds the others",
     "persistent": "persistent takes nothing: one block per SM, each looping over tiles",
     "pad": "pad is written pad auto, pad none, pad xor, or pad A 8, B 8",
-    "swizzle": "swizzle is written swizzle none, swizzle grouped G or swizzle zigzag W",
+    "swizzle": "swizzle is written swizzle none, swizzle grouped G, swizzle snake G or "
+    "swizzle zigzag W",
     "sync": "sync is written sync all or sync minimal",
     "load_order": "load_order is written load_order ab, load_order ba or load_order alternate",
     "accumulate": "accumulate takes a dtype, e.g. accumulate f32",

@@ -7,6 +7,9 @@ the launcher (the grid size), so all three visit the same tiles in one order.
     none        bm = pid / tiles_n, bn = pid % tiles_n
     grouped G   blocks walk G block-rows at a time, column by column (Triton's GROUP_SIZE_M);
                 the last group takes the rows that are left
+    snake G     grouped G, with odd groups walking their columns right to left: the order
+                never jumps, so the blocks of one wave and of the next share B's columns in
+                L2 where grouped starts each group over at column 0 (a space-filling path)
     zigzag W    the grid is cut along N into panels of W block-columns (the last one may be
                 narrower); blocks walk a panel row by row, and odd panels walk M in reverse
                 (the S4000 write-up's N_SWIZZLE order)
@@ -40,10 +43,10 @@ def block_tile(kernel: KernelIR) -> dict[str, Expr]:
 
 
 def raster_steps(kind: str, param: int) -> dict[str, Expr]:
-    if kind == "grouped":
+    if kind in ("grouped", "snake"):
         g = Const(param, "GROUP_M")
         width, group, first_m, group_m = (Var(n) for n in ("width", "group", "first_m", "group_m"))
-        return {
+        steps = {
             "width": g * TILES_N,  # blocks in one group of GROUP_M block-rows
             "group": PID // width,
             "first_m": group * g,
@@ -51,6 +54,11 @@ def raster_steps(kind: str, param: int) -> dict[str, Expr]:
             "bm": first_m + PID % width % group_m,
             "bn": PID % width // group_m,
         }
+        if kind == "snake":  # odd groups walk their columns right to left
+            col = Var("col")
+            steps["col"] = steps.pop("bn")
+            steps["bn"] = col + group % 2 * (TILES_N - 1 - col * 2)
+        return steps
     if kind == "zigzag":
         w = Const(param, "PANEL_N")
         panel, idx, first_n, width, row = (

@@ -487,7 +487,8 @@ class KernelIR:
     fragments: tuple[Fragment, ...]
     body: tuple[Stmt, ...]
     passes: tuple[str, ...] = ()  # the passes applied so far, in order
-    raster: tuple[str, int] = ("none", 0)  # block id -> tile order: none, grouped G, zigzag W
+    # block id -> tile order: none, grouped G, snake G, zigzag W
+    raster: tuple[str, int] = ("none", 0)
     sync_report: tuple = ()  # sync-elimination's decision per barrier (hazards.SyncDecision)
     mbarriers: tuple[MBarrier, ...] = ()  # after the shared buffers (warp specialization)
     producer_warps: int = 0  # warpgroups beside the IR warps (warp specialization's producer)

@@ -18,7 +18,7 @@ from .targets import DEFAULT_TARGET
 # The closed sets of words the directives take (the grammar admits no others).
 CopyMode = Literal["sync", "async", "tma"]
 PadMode = Literal["auto", "none", "xor", "explicit"]
-SwizzleKind = Literal["none", "grouped", "zigzag"]
+SwizzleKind = Literal["none", "grouped", "zigzag", "snake"]
 SyncMode = Literal["all", "minimal"]
 LoadOrder = Literal["ab", "ba", "alternate"]
 EpilogueVia = Literal["direct", "shared", "tma"]

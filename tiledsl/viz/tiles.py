@@ -85,7 +85,7 @@ def sample_grid(kernel: KernelIR) -> tuple[int, int]:
     order: one full group and a shorter last one (grouped), two panels and a narrower
     third (zigzag)."""
     kind, param = kernel.raster
-    if kind == "grouped":
+    if kind in ("grouped", "snake"):
         return min(param + max(1, param // 2), 24), 4
     if kind == "zigzag":
         return 4, min(2 * param + 1, 24)
@@ -109,7 +109,7 @@ def grid_table(kernel: KernelIR) -> str:
     tm, tn = sample_grid(kernel)
     env = visiting_order(kernel, tm, tn)
     kind, param = kernel.raster
-    group = {"grouped": "group", "zigzag": "panel"}.get(kind)
+    group = {"grouped": "group", "snake": "group", "zigzag": "panel"}.get(kind)
     pid_at = np.zeros((tm, tn), dtype=int)
     pid_at[env["bm"], env["bn"]] = env["pid"]
     colour_of = env[group] if group else env["bm"]
@@ -128,6 +128,8 @@ def grid_table(kernel: KernelIR) -> str:
         "grouped": f"grouped {param}: blocks walk {param} block-rows at a time, down each "
         "column of the group, then the next column; the last group takes the rows left "
         "(colour: group)",
+        "snake": f"snake {param}: blocks walk {param} block-rows at a time, down each column "
+        "of the group, even groups left to right and odd groups right to left (colour: group)",
         "zigzag": f"zigzag {param}: the grid is cut into panels of {param} block-columns; "
         "blocks walk a panel row by row, odd panels from the bottom up (colour: panel)",
     }.get(kind, "no swizzle: blocks walk the grid row by row (colour: block-row)")
