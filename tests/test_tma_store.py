@@ -58,6 +58,11 @@ VARIANTS = {
     "not-persistent": text(*(d for d in HOPPER if d != "persistent")),
     "stages-3": text(*swap(HOPPER, "stages 4", "stages 3")),  # room for all 256 columns
     "coarsened": text(*swap(HOPPER, "mma m64n256k16", "mma m64n128k16"), "coarsen 1 x 2"),
+    # one piece of two whole fragments side by side
+    "coarsened-whole": text(
+        *swap(swap(HOPPER, "mma m64n256k16", "mma m64n128k16"), "stages 4", "stages 3"),
+        "coarsen 1 x 2",
+    ),
     "n128": text(*N128),
     "bf16": text(*N128, operands=("A: bf16[M, K] row", "B: bf16[K, N] row", "C: bf16[M, N] row")),
 }
@@ -102,6 +107,7 @@ def test_the_staging_is_per_warpgroup_after_the_stages_and_as_wide_as_fits() -> 
     assert k.smem_bytes == 230464 <= 227 * 1024
     assert kernel("stages-3").buffer("Cs").cols == 256  # one piece: the whole warpgroup
     assert kernel("coarsened").schedule.store_columns == 128  # one fragment per piece
+    assert kernel("coarsened-whole").schedule.store_columns == 256  # both fragments at once
 
 
 def test_the_consumers_hand_each_piece_over_and_drain_before_the_exit() -> None:
