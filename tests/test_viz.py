@@ -314,3 +314,31 @@ def test_kernel_option_draws_one_kernel(tmp_path: Path, capsys, monkeypatch) -> 
     r = cli(["viz", two, "-o", tmp_path / "out", "--kernel", "two"], capsys)
     assert r.code == 0, r.err
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["index.html", "two"]
+
+
+def test_the_roles_picture_draws_each_handoff_from_the_ir() -> None:
+    from tiledsl.viz.handoffs import handoffs_graph
+
+    compiled = compile_source((ROOT / "examples" / "hopper" / "epilogue.tile").read_text())
+    (kernel,) = compiled.kernels
+    dot = handoffs_graph(kernel, "epilogue.tile")
+    stages = kernel.schedule.stages
+    # the first use of each slot passes at once; every later wait is drawn from the copy or
+    # the release that completes its phase
+    assert dot.count("passes at once") == stages
+    for slot in range(stages):
+        assert f'label="full[{slot}] phase 0"' in dot
+        assert f'label="full[{slot}] phase 1"' in dot
+        assert f"wait empty[{slot}] parity 0" in dot  # its second use waits for phase 0
+    assert 'label="empty[0] phase 0"' in dot and "C leaves by TMA" in dot
+    # the release of step q's slot comes at step q + 1, and reaches the producer's step
+    # q + STAGES
+    assert 'consumer1:arriveempty -> producer4:waitempty [label="empty[0] phase 0"' in dot
+
+
+def test_only_warp_specialized_kernels_get_the_roles_picture(tmp_path: Path) -> None:
+    from tiledsl.viz import pictures
+
+    hopper = compile_source((ROOT / "examples" / "hopper" / "ws.tile").read_text())
+    assert [p.roles is not None for p in pictures(hopper)] == [True]
+    assert [p.roles for p in pictures(compile_source(HGEMM.read_text()))] == [None]

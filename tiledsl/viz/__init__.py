@@ -9,6 +9,8 @@ For each kernel of the file, into `DIR/<kernel>/`:
   (`ir_graph.py`: the IR, marked against the stage before);
 - `tiles.dot`: the grid's visiting order, one block's warps, the K pipeline (`tiles.py`);
 - `banks.dot`: one fragment load's banks before and after padding (`bank_map.py`);
+- `roles.dot` (warp-specialized kernels): the roles and their stage handoffs, step by step
+  (`handoffs.py`);
 
 each rendered to `.svg` or `.png` by Graphviz's `dot` when it is on PATH, and one
 `DIR/index.html` (`page.py`) that shows them in pipeline order beside the IR text.
@@ -32,6 +34,7 @@ from ..ir.nodes import KernelIR
 from ..ir.printer import print_ir
 from ..passes import STAGE_NAMES
 from .bank_map import banks_graph
+from .handoffs import handoffs_graph, has_roles
 from .ir_graph import pass_info, stage_graph
 from .page import index_html
 from .tiles import tiles_graph
@@ -69,11 +72,12 @@ class KernelPictures:
     stages: tuple[Stage, ...]
     tiles: Picture
     banks: Picture
+    roles: Picture | None = None  # a warp-specialized kernel's roles and handoffs
 
     @property
     def pictures(self) -> tuple[Picture, ...]:
         drawn = tuple(s.picture for s in self.stages if s.picture is not None)
-        return (*drawn, self.tiles, self.banks)
+        return (*drawn, self.tiles, self.banks, *((self.roles,) if self.roles else ()))
 
 
 @dataclass
@@ -152,6 +156,11 @@ def pictures(compiled: Compiled) -> list[KernelPictures]:
                 tuple(stages),
                 Picture("tiles", "tile decomposition", tiles_graph(final, compiled.file)),
                 Picture("banks", "shared-memory banks", banks_graph(final, compiled.file)),
+                Picture(
+                    "roles", "warp roles and stage handoffs", handoffs_graph(final, compiled.file)
+                )
+                if has_roles(final)
+                else None,
             )
         )
     return out

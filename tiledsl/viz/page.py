@@ -89,6 +89,16 @@ def index_html(file: str, kernels, ext: str) -> str:
                 "natural pitch and at the kernel's; red: conflicts (the model of tiledsl check)",
             )
         )
+        if k.roles is not None:
+            out.append(
+                _wide(
+                    k.name,
+                    k.roles,
+                    ext,
+                    "the producer's and the consumers' statements at each K step, and which "
+                    "copy or release completes the mbarrier phase each wait needs",
+                )
+            )
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
@@ -104,6 +114,8 @@ def _contents(kernels) -> str:
             out.append(f'<li{cls}><a href="#{anchor}">{escape(s.name)}</a>{note}</li>')
         out.append(f'<li><a href="#{_id(k.name, "tiles")}">tile decomposition</a></li>')
         out.append(f'<li><a href="#{_id(k.name, "banks")}">shared-memory banks</a></li>')
+        if k.roles is not None:
+            out.append(f'<li><a href="#{_id(k.name, "roles")}">warp roles and handoffs</a></li>')
         out.append("</ol>")
     out.append("</nav>")
     return "\n".join(out)

@@ -1,0 +1,283 @@
+"""`roles.dot`: a warp-specialized kernel's roles and its stage handoffs, step by step.
+
+One row per role (the producer's elected thread, the consumer warpgroups), one column per
+K step of a block's first tile; each cell lists what the role does at that step — its
+mbarrier waits, the producer's expect_tx and TMA copies, the consumers' wgmmas and
+releases — with the slot and parity the IR's expressions give at that step. Edges are
+the handoffs: from the copies of step q to the consumers' wait on full[q % STAGES], and
+from the consumers' release of a slot to the producer's wait that reuses it, each labelled
+with the barrier's phase. A wait with nothing before it (the first use of each slot) is
+drawn as passing at once. With `epilogue_via tma`, a last column shows how C leaves.
+
+Everything is read from the IR (tiledsl.passes.warp_specialization): the statements of
+each role's K loop, evaluated per step. Which phase a wait needs follows the hardware: the
+k-th wait of a role on a barrier slot, with parity p, waits for that slot's completion k
+when k and p agree in parity, else for completion k - 1 (the phase before; none yet for
+k = 0: a fresh barrier's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import graphviz
+
+from ..ir.expr import evaluate
+from ..ir.nodes import (
+    K_BLOCKS,
+    Arrive,
+    ExpectTx,
+    For,
+    If,
+    KernelIR,
+    Let,
+    MmaCommit,
+    Roles,
+    Stmt,
+    TmaLoad,
+    TmaStore,
+    Wait,
+    is_loop,
+    walk,
+)
+from . import style
+from .style import esc, font
+
+#: K steps drawn: enough for every slot to be reused once.
+MAX_STEPS = 10
+
+
+@dataclass
+class _Event:
+    role: str
+    step: int
+    kind: str  # "wait", "expect", "load", "mma", "arrive"
+    text: str
+    bar: tuple[str, int] | None = None
+    parity: int | None = None
+    port: str = ""
+
+
+@dataclass
+class _Trace:
+    events: list[_Event] = field(default_factory=list)
+
+    def of(self, role: str, step: int) -> list[_Event]:
+        return [e for e in self.events if e.role == role and e.step == step]
+
+
+def has_roles(kernel: KernelIR) -> bool:
+    return any(isinstance(s, Roles) for s in kernel.body)
+
+
+def handoffs_graph(kernel: KernelIR, file: str) -> str:
+    """The picture's Graphviz source (a warp-specialized kernel's; see the module text)."""
+    roles = next(s for s in kernel.body if isinstance(s, Roles))
+    stages = kernel.schedule.stages
+    steps = min(MAX_STEPS, 2 * stages + 1)
+    trace = _Trace()
+    for role in roles.roles:
+        _trace_role(kernel, role.name, role.body, steps, trace)
+    g = graphviz.Digraph(f"{kernel.name}-roles")
+    style.graph_defaults(g)
+    g.attr("graph", rankdir="LR", newrank="true", nodesep="0.35", ranksep="0.55")
+    g.attr(
+        "graph",
+        label=style.title_label(
+            f"{kernel.name} · warp roles and stage handoffs",
+            f"{file} · {stages} stages, mbarriers "
+            + ", ".join(f"{m.name}[{m.slots}] ({m.arrivals} arrival(s))" for m in kernel.mbarriers)
+            + f" · the first {steps} K steps of a block's first tile, as the IR computes "
+            "each slot and parity; arrows: which arrival or copy completes the phase a wait "
+            "needs",
+        ),
+    )
+    g.attr("node", shape="plain")
+    edges = _handoffs(trace)  # before the cells: it marks the waits that pass at once
+    for role in roles.roles:
+        with g.subgraph(name=f"cluster_{role.name}") as c:
+            what = (
+                "one elected thread of the producer warpgroup"
+                if role.name == "producer"
+                else f"{kernel.warp_count} consumer warpgroup(s), in step"
+            )
+            c.attr(
+                label=f"<<B>{esc(role.name)}</B> · {esc(what)} · {role.registers} registers>",
+                style="rounded",
+                color="#b0b0b0",
+            )
+            for q in range(steps):
+                c.node(f"{role.name}{q}", _cell(trace.of(role.name, q), q))
+            for q in range(steps - 1):
+                c.edge(f"{role.name}{q}", f"{role.name}{q + 1}", color="#c8c8c8")
+            if role.name == "consumer" and kernel.schedule.epilogue_via == "tma":
+                c.node("epilogue", _epilogue_cell(kernel))
+                c.edge(f"consumer{steps - 1}", "epilogue", style="dashed", color="#c8c8c8")
+    for q in range(steps):  # each step's cells in one column
+        with g.subgraph() as column:
+            column.attr(rank="same")
+            for role in roles.roles:
+                column.node(f"{role.name}{q}")
+    for tail, head, label, colour in edges:
+        g.edge(tail, head, label=label, color=colour, fontcolor=colour, constraint="false")
+    return g.source
+
+
+def _trace_role(kernel: KernelIR, role: str, body: tuple[Stmt, ...], steps: int, trace) -> None:
+    """The role's statements of the first tile's K loop, evaluated at each step."""
+    k_loop = next(s for s in walk(body) if is_loop(s, K_BLOCKS))
+    bk = kernel.schedule.block[2]
+    sizes = {"M": kernel.schedule.block[0], "N": kernel.schedule.block[1], "K": 64 * bk}
+    for q in range(steps):
+        env = {**sizes, "tl": 0, k_loop.var: q, "pid": 0, "blocks": 1, "tiles": 1}
+        _trace_body(k_loop.body, env, role, q, trace)
+
+
+def _trace_body(body, env: dict, role: str, q: int, trace) -> None:
+    for s in body:
+        match s:
+            case Let():
+                env[s.var] = int(evaluate(s.value, env))
+            case If():
+                lhs, rhs = evaluate(s.lhs, env), evaluate(s.rhs, env)
+                taken = lhs < rhs if s.op == "<" else lhs == rhs
+                _trace_body(s.then if taken else s.orelse, env, role, q, trace)
+            case Wait():
+                slot, parity = int(evaluate(s.bar.slot, env)), int(evaluate(s.parity, env))
+                trace.events.append(
+                    _Event(
+                        role,
+                        q,
+                        "wait",
+                        f"wait {s.bar.name}[{slot}] parity {parity}",
+                        (s.bar.name, slot),
+                        parity,
+                    )  # fmt: skip
+                )
+            case ExpectTx():
+                slot = int(evaluate(s.bar.slot, env))
+                trace.events.append(
+                    _Event(
+                        role,
+                        q,
+                        "expect",
+                        f"expect_tx {s.bar.name}[{slot}] {s.bytes} B",
+                        (s.bar.name, slot),
+                    )  # fmt: skip
+                )
+            case TmaLoad():
+                slot = int(evaluate(s.bar.slot, env))
+                dst = int(evaluate(s.dst.slot, env))
+                trace.events.append(
+                    _Event(
+                        role,
+                        q,
+                        "load",
+                        f"TMA {s.src.operand} → {s.dst.buffer}[{dst}]",
+                        (s.bar.name, slot),
+                    )  # fmt: skip
+                )
+            case MmaCommit():
+                trace.events.append(_Event(role, q, "mma", "wgmmas on this step's slot"))
+            case Arrive():
+                slot = int(evaluate(s.bar.slot, env))
+                trace.events.append(
+                    _Event(role, q, "arrive", f"arrive {s.bar.name}[{slot}]", (s.bar.name, slot))
+                )
+            case For():
+                _trace_body(s.body, env, role, q, trace)
+
+
+def _completions(trace: _Trace) -> dict[tuple[str, int], list[_Event]]:
+    """Per barrier slot, in order, the event that completes each of its phases: a release
+    (one Arrive stands for every consumer warpgroup), or a step's last TMA copy (its bytes,
+    with the expect_tx before it)."""
+    out: dict[tuple[str, int], list[_Event]] = {}
+    ordered = sorted(trace.events, key=lambda e: (e.step, e.role))
+    for e in ordered:
+        if e.bar is None:
+            continue
+        if e.kind == "arrive":
+            out.setdefault(e.bar, []).append(e)
+        elif e.kind == "load":
+            steps = out.setdefault(e.bar, [])
+            if steps and steps[-1].kind == "load" and steps[-1].step == e.step:
+                steps[-1] = e  # the step's last copy completes the phase
+            else:
+                steps.append(e)
+    return out
+
+
+def _handoffs(trace: _Trace) -> list[tuple[str, str, str, str]]:
+    """(tail, head, label, colour) of each handoff drawn; marks the waits that need no
+    completion (a fresh slot's)."""
+    edges = []
+    completions = _completions(trace)
+    waits_seen: dict[tuple[str, str, int], int] = {}
+    for e in trace.events:
+        if e.kind != "wait" or e.bar is None or e.parity is None:
+            continue
+        key = (e.role, *e.bar)
+        k = waits_seen.get(key, 0)
+        waits_seen[key] = k + 1
+        needed = k if k % 2 == e.parity else k - 1
+        done = completions.get(e.bar, [])
+        if needed < 0:
+            e.port = "fresh"
+            continue
+        if needed >= len(done):
+            continue  # completed by a step beyond the picture
+        source = done[needed]
+        colour = style.OPERAND_COLOUR["b"] if e.bar[0] == "full" else style.OPERAND_COLOUR["c"]
+        edges.append(
+            (
+                f"{source.role}{source.step}:{_port(source)}",
+                f"{e.role}{e.step}:{_port(e)}",
+                f"{e.bar[0]}[{e.bar[1]}] phase {needed}",
+                colour,
+            )
+        )
+    return edges
+
+
+def _port(e: _Event) -> str:
+    return f"{e.kind}{e.bar[0] if e.bar else ''}"
+
+
+def _cell(events: list[_Event], q: int) -> str:
+    fills = {"wait": "#f9d6d5", "expect": "#fff2b3", "load": "#dbe9f6", "mma": "#fde3c0",
+             "arrive": "#e3f1da"}  # fmt: skip
+    rows = [f'<TR><TD BGCOLOR="#f0f0f0"><B>{font(esc(f"step {q}"), 11)}</B></TD></TR>']
+    ports: set[str] = set()
+    for e in events:
+        text = e.text + ("  (passes at once: the slot is fresh)" if e.port == "fresh" else "")
+        port = _port(e)
+        attr = f' PORT="{port}"' if port not in ports else ""
+        ports.add(port)
+        rows.append(f'<TR><TD{attr} BGCOLOR="{fills[e.kind]}" ALIGN="LEFT">{esc(text)}</TD></TR>')
+    return _table("".join(rows))
+
+
+def _epilogue_cell(kernel: KernelIR) -> str:
+    stores = [s for s in walk(kernel.body) if isinstance(s, TmaStore)]
+    width = kernel.schedule.store_columns
+    lines = [
+        "after the tile's last step: C leaves by TMA",
+        f"per piece of {width} columns of each warpgroup:",
+        "1. wait until the last TMA store has read Cs (one thread)",
+        "2. warpgroup barrier: Cs is free for every lane",
+        "3. stmatrix: accumulators → Cs, rounded",
+        "4. fence.proxy.async, warpgroup barrier",
+        f"5. one thread: TMA store Cs → {stores[0].dst.operand if stores else 'C'} (its own "
+        "bulk group)",
+        "the producer meanwhile loads the next tile into the stages",
+    ]
+    rows = "".join(
+        f'<TR><TD BGCOLOR="{"#f0f0f0" if i == 0 else "#ece3f5"}" ALIGN="LEFT">{esc(t)}</TD></TR>'
+        for i, t in enumerate(lines)
+    )
+    return _table(rows)
+
+
+def _table(rows: str) -> str:
+    return f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">{rows}</TABLE>>'
