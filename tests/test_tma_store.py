@@ -65,6 +65,7 @@ VARIANTS = {
     ),
     "n128": text(*N128),
     "bf16": text(*N128, operands=("A: bf16[M, K] row", "B: bf16[K, N] row", "C: bf16[M, N] row")),
+    "f32-c": text(*HOPPER, operands=(*F16[:2], "C: f32[M, N] row")),  # float2 stores, 32-wide
 }
 _KERNELS: dict[str, KernelIR] = {}
 
@@ -240,20 +241,22 @@ def test_epilogue_via_tma_is_refused_off_the_wgmma_path() -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    "c, message",
-    [
-        (
-            "C: f32[M, N] row",
-            "epilogue_via tma stages C with stmatrix, which moves 16-bit elements, and C is "
-            "f32 (not built yet)",
-        ),
-        ("C: f16[M, N] col", "epilogue_via tma is built for a row-major C only"),
-    ],
-)
-def test_epilogue_via_tma_takes_a_row_major_16_bit_c(c: str, message: str) -> None:
-    source = text(*HOPPER, operands=(*F16[:2], c))
-    assert errors(source) == [(line_of(source, "epilogue_via tma"), 5, message)]
+def test_epilogue_via_tma_takes_a_row_major_c() -> None:
+    source = text(*HOPPER, operands=(*F16[:2], "C: f16[M, N] col"))
+    assert errors(source) == [
+        (line_of(source, "epilogue_via tma"), 5, "epilogue_via tma is built for a row-major C only")
+    ]
+
+
+def test_an_f32_c_is_staged_in_32_element_panels_and_stored_by_float2() -> None:
+    k = kernel("f32-c")
+    cs = k.buffer("Cs")
+    assert (cs.dtype, cs.panel, cs.cols) == ("f32", 32, 64)  # 4 stages leave room for 64
+    source = compile_source(VARIANTS["f32-c"]).source.split("// The guarded twin")[0]
+    body = source.split('extern "C" __global__')[1]
+    assert "make_float2(d[n8 * 4 + 0]" in body and "stmatrix_x4(&" not in body
+    maps = launch_of(k).to_json()["tensor_maps"]
+    assert maps[2] == {**maps[2], "operand": "C", "dtype": "f32", "box": [32, 64]}
 
 
 def test_a_staging_that_cannot_fit_is_refused_at_stages() -> None:

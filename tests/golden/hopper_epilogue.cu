@@ -205,7 +205,7 @@ constexpr int GROUP_M = 8;
 // sync minimal (default): one block barrier, after the mbarriers' initialisation; the roles hand the stages over through mbarriers (see --explain-sync)
 // load_order ab (default): A's tile is copied first
 // accumulate f32 (default): fragments accumulate in float
-// epilogue_via tma (line 20): each consumer warpgroup rounds its C and stages it by stmatrix in Cs, 128 columns at a time; one thread hands each piece to a TMA store
+// epilogue_via tma (line 20): each consumer warpgroup stages its C in Cs rounded to f16, by stmatrix, 128 columns at a time; one thread hands each piece to a TMA store
 // target cuda sm_90 (line 21): 32-thread warps, built for sm_90a (wgmma)
 }  // namespace hopper_epilogue_schedule
 

@@ -18,17 +18,12 @@ from dataclasses import dataclass
 
 from ..ir.expr import Expr, evaluate, to_c
 from ..ir.grid import grid_size
-from ..ir.nodes import C_TYPES, DTYPE_BYTES, KernelIR, TmaLoad, TmaStore, walk
+from ..ir.nodes import C_TYPES, DTYPE_BYTES, KernelIR, TmaLoad, TmaStore, swizzle_panel, walk
 from ..lowering.edges import twin_condition
 
 #: The C type of a tensor-map parameter: `struct alignas(64) TensorMap { unsigned long long
 #: bytes[16]; };` (the CUtensorMap), passed by value in the kernel's parameter space.
 TENSOR_MAP_CTYPE = "const __grid_constant__ TensorMap"
-
-#: Elements of one TMA box along the contiguous dimension: one 128-byte panel of 16-bit
-#: elements (SharedBuffer.panel), the widest box the 128-byte swizzle allows.
-TMA_PANEL = 64
-
 
 @dataclass(frozen=True)
 class TensorMapSpec:
@@ -55,7 +50,7 @@ class TensorMapSpec:
 
     def __post_init__(self) -> None:
         # What no size can fix is a compiler mistake: refused here, once, not per launch.
-        if self.dtype not in ("f16", "bf16"):
+        if self.dtype not in ("f16", "bf16", "f32"):
             raise ValueError(f"{self.param}: TMA tensor maps of {self.dtype} are not built")
         if len(self.global_dims) != 2 or len(self.box) != 2:
             raise ValueError(f"{self.param}: a tensor map here has rank 2")
@@ -191,9 +186,10 @@ def tensor_maps_of(kernel: KernelIR) -> tuple[TensorMapSpec, ...]:
         buffer = kernel.buffer(tile.buffer)  # type: ignore[union-attr]
         if op.batch is not None:
             raise ValueError(f"{kernel.name}: {name} is batched; its TMA map would need rank 3")
-        if buffer.panel != TMA_PANEL:
+        panel = swizzle_panel(buffer.dtype)
+        if buffer.panel != panel:
             raise ValueError(
-                f"{kernel.name}: {buffer.name} is not cut into {TMA_PANEL}-element panels, "
+                f"{kernel.name}: {buffer.name} is not cut into {panel}-element panels, "
                 "the TMA box"
             )
         rows, cols = op.dims[-2], op.dims[-1]
@@ -203,7 +199,7 @@ def tensor_maps_of(kernel: KernelIR) -> tuple[TensorMapSpec, ...]:
             dtype=op.dtype,
             layout=op.layout,
             global_dims=(cols, rows) if op.layout == "row" else (rows, cols),
-            box=(TMA_PANEL, buffer.lines),
+            box=(panel, buffer.lines),
         )
         if specs.setdefault(name, spec) != spec:
             raise ValueError(f"{kernel.name}: {name} is loaded with TMA in two box shapes")

@@ -74,9 +74,14 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
             {
                 "direct": "fragments stored straight to C",
                 "shared": "C staged per warp in shared memory, converted and stored by lanes",
-                "tma": f"each consumer warpgroup rounds its C and stages it by stmatrix in Cs, "
-                f"{s.store_columns} columns at a time; one thread hands each piece to a TMA "
-                "store",
+                "tma": "each consumer warpgroup stages its C in Cs "
+                + (
+                    "by float2 stores"
+                    if k.gemm.c.dtype == "f32"
+                    else f"rounded to {k.gemm.c.dtype}, by stmatrix"
+                )
+                + f", {s.store_columns} columns at a time; one thread hands each piece to a "
+                "TMA store",
             }[s.epilogue_via],
         ),
         "target": (

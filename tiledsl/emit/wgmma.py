@@ -244,8 +244,10 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
             trans_b = 0 if k_major(k, b_buf) else 1
             name = helper_name(n, k.gemm.a.dtype)
             return [f"{name}<{trans_a}, {trans_b}>({s.acc}, {s.a}, {s.b});"]
-        case StoreFrag() if s.cols is not None or _stmatrix_target(emitter, k, s.dst):
+        case StoreFrag() if _stmatrix_target(emitter, k, s.dst):
             return _stmatrix_store(emitter, k, s)
+        case StoreFrag() if s.cols is not None:
+            return _window_store(emitter, k, s)
         case StoreFrag():
             return _accumulator(emitter, k, s.dst, s.frag, load=False)
         case Barrier(scope="warp"):
@@ -314,13 +316,6 @@ def _stmatrix_store(emitter, k: KernelIR, s) -> list[str]:
     8p..8p+7 giving the row addresses of piece p; in the 128-byte swizzle the 8 rows of
     a piece fall on 8 different bank groups."""
     tile, ref = s.dst, s.frag
-    if not _stmatrix_target(emitter, k, tile):
-        raise error(
-            k.schedule.loc("epilogue_via"),
-            "a window of an accumulator's columns is stored into a 16-bit, 128-byte-"
-            "swizzled shared tile only (the TMA store's staging)",
-            "write `epilogue_via tma` on a warp-specialized kernel with an f16 or bf16 C",
-        )
     first, width = s.cols if s.cols is not None else (ZERO, k.schedule.mma[1])
     pack = _PACK[emitter.dtype_of(k, tile)]
     n8 = f"({emitter.expr(first)}) / 8 + 2 * j" if s.cols is not None else "2 * j"
@@ -340,6 +335,36 @@ def _stmatrix_store(emitter, k: KernelIR, s) -> list[str]:
         "    }",
         "}",
     ]
+
+
+def _window_store(emitter, k: KernelIR, s) -> list[str]:
+    """A window of f32 accumulators into an f32 shared tile (the TMA store's staging of an
+    f32 C): each thread's pairs as float2, in the 128-byte swizzle 8 rows of a warp's
+    store fall on different bank groups."""
+    tile, ref = s.dst, s.frag
+    if emitter.dtype_of(k, tile) != "f32" or not isinstance(tile, SharedTile):
+        raise error(
+            k.schedule.loc("epilogue_via"),
+            "a window of an accumulator's columns is stored into shared memory only (the "
+            "TMA store's staging of C)",
+            "write `epilogue_via tma` on a warp-specialized kernel",
+        )
+    first, width = s.cols
+    out = [
+        f"{{  // {ref} columns [{emitter.expr(first)}, + {width}) -> {emitter.tile_name(tile)}: "
+        "each thread's pairs at rows wq*16 + g, + 8, columns n8*8 + t, + 1 of the window",
+        f"    float (&d)[{k.schedule.mma[1] // 2}] = {ref};",
+        "    #pragma unroll",
+        f"    for (int j = 0; j < {width // 8}; ++j) {{",
+        f"        const int n8 = ({emitter.expr(first)}) / 8 + j;",
+    ]
+    for h, row in enumerate(("wq * 16 + g", "wq * 16 + g + 8")):
+        at = emitter.element(k, tile, row, "j * 8 + t")
+        out.append(
+            f"        *reinterpret_cast<float2*>(&{at}) = make_float2(d[n8 * 4 + {2 * h}], "
+            f"d[n8 * 4 + {2 * h + 1}]);"
+        )
+    return out + ["    }", "}"]
 
 
 #: 16-bit C types: the helper (tiledsl.emit.hopper) that rounds two floats into one word

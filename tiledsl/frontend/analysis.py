@@ -15,7 +15,7 @@ from ..errors import Collector
 from ..ir.dtypes import DTYPE_NAMES
 from ..ir.expr import Const
 from ..ir.gemm import LAYOUTS, Gemm
-from ..ir.nodes import DTYPE_BYTES, SMEM_ALIGN, lanes_per_warp, xor_geometry
+from ..ir.nodes import DTYPE_BYTES, SMEM_ALIGN, lanes_per_warp, swizzle_panel, xor_geometry
 from ..ir.schedule import Schedule
 from ..ir.targets import DEFAULT_TARGET, TARGETS, Target
 from ..limits import GRID_Y_MAX, dim_problem
@@ -95,22 +95,18 @@ def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Col
     return replace(sched, **updates)
 
 
-def store_column_choices(sched: Schedule) -> list[int]:
-    """The widths `epilogue_via tma` can stage C in, widest first: whole 64-element panels
-    (the 128-byte swizzle box of a TMA store) that cut a consumer warpgroup's columns into
-    equal pieces, each within one fragment or whole fragments side by side."""
-    n = sched.mma[1]
+def store_column_choices(sched: Schedule, c_dtype: str) -> list[int]:
+    """The widths `epilogue_via tma` can stage C in, widest first: whole 128-byte panels
+    (the swizzle's line, one TMA store box: 64 elements of f16, 32 of f32) that cut a
+    consumer warpgroup's columns into equal pieces, each within one fragment or whole
+    fragments side by side."""
+    n, panel = sched.mma[1], swizzle_panel(c_dtype)
     total = n * sched.coarsen[1]
     return [
         width
-        for width in range(total - total % TMA_STORE_PANEL, 0, -TMA_STORE_PANEL)
+        for width in range(total - total % panel, 0, -panel)
         if total % width == 0 and ((width <= n and n % width == 0) or width % n == 0)
     ]
-
-
-#: Elements of C per TMA store box along a row: 128 bytes of f16 or bf16 (the 128-byte
-#: swizzle's line, what stmatrix's 8 rows spread over the banks).
-TMA_STORE_PANEL = 64
 
 
 def _resolve_store_columns(sched: Schedule, gemm: Gemm, target: Target) -> Schedule:
@@ -118,7 +114,7 @@ def _resolve_store_columns(sched: Schedule, gemm: Gemm, target: Target) -> Sched
     beside the stages (the narrowest when none does: the shared-memory check reports it)."""
     if sched.epilogue_via != "tma" or not sched.path.feeds_tma_pipeline:
         return sched
-    choices = store_column_choices(sched) if min(sched.mma) > 0 else []
+    choices = store_column_choices(sched, gemm.c.dtype) if min(sched.mma) > 0 else []
     if not choices or min(sched.warps) < 1:
         return sched  # refused by the Hopper checks (no panel-wide staging)
     for width in choices:

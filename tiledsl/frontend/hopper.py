@@ -10,8 +10,8 @@ refused here with the directive's location before anything is built:
   warpgroup, and a producer that copies with cp.async, are not built yet), and
   `persistent` only with them;
 * what the first version does not build yet: an epilogue, a batch, a staged C;
-* `epilogue_via tma` only on a warp-specialized kernel, with a row-major 16-bit C and a
-  consumer warpgroup at least one 64-element panel wide;
+* `epilogue_via tma` only on a warp-specialized kernel, with a row-major C and a
+  consumer warpgroup at least one 128-byte panel wide;
 * the register split (tiledsl.models.registers.role_registers): the consumers'
   accumulators must fit in what `setmaxnreg` can give them.
 """
@@ -106,11 +106,10 @@ def _check_tma_store(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
             "add `copy tma` and `warp_specialize`, or write `epilogue_via direct`",
         )
         return
-    if gemm.c.dtype not in ("f16", "bf16"):
+    if gemm.c.dtype not in ("f16", "bf16", "f32"):
         errs.add(
             loc,
-            f"epilogue_via tma stages C with stmatrix, which moves 16-bit elements, and C "
-            f"is {gemm.c.dtype} (not built yet)",
+            f"epilogue_via tma stages an f16, bf16 or f32 C, and C is {gemm.c.dtype}",
             "write `epilogue_via direct` (the consumers store C from their registers)",
         )
     if gemm.c.layout != "row":
@@ -123,8 +122,8 @@ def _check_tma_store(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
         width = sched.mma[1] * sched.coarsen[1]
         errs.add(
             loc,
-            f"epilogue_via tma stages C in 64-element panels (the 128-byte TMA box), and a "
-            f"consumer warpgroup's tile is {width} columns wide",
+            f"epilogue_via tma stages C in 128-byte panels (the TMA box: 64 elements of "
+            f"f16, 32 of f32), and a consumer warpgroup's tile is {width} columns wide",
             "use a wgmma at least 64 wide, e.g. `mma m64n128k16`, or `epilogue_via direct`",
         )
 

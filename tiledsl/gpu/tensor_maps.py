@@ -40,6 +40,7 @@ MAX_STRIDE = 2**40  # bytes, of every global stride
 DATA_TYPES = {
     "f16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16",
     "bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
+    "f32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",
 }
 SWIZZLES = {
     "none": "CU_TENSOR_MAP_SWIZZLE_NONE",

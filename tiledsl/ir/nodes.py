@@ -568,6 +568,14 @@ def async_mma(kernel: KernelIR) -> bool:
 # Buffers end on 128-byte boundaries (16 is needed for vectors; 128 keeps rows in phase);
 # each path says where they start (InstructionPath.smem_align: wgmma's swizzle, 1024).
 SMEM_ALIGN = 128
+#: Bytes of one line of the 128-byte swizzle: what wgmma's descriptors and a TMA box read.
+SWIZZLE_LINE = 128
+
+
+def swizzle_panel(dtype: str) -> int:
+    """Elements of `dtype` in one 128-byte swizzle line (SharedBuffer.panel): 64 of f16 or
+    bf16, 32 of f32 — the widest TMA box the 128-byte swizzle allows."""
+    return SWIZZLE_LINE // DTYPE_BYTES[dtype]
 
 
 def lanes_per_warp(schedule: Schedule, target: Target) -> int:

@@ -87,14 +87,13 @@ from ..ir.nodes import (
     Wait,
     is_loop,
     map_body,
+    swizzle_panel,
     walk,
 )
 from ..models.registers import role_registers
 
 Q, TL, TILE, BLOCKS, TILES_VAR = Var("step"), Var("tl"), Var("tile"), Var("blocks"), Var("tiles")
 WARP, PIECE = Var("warp"), Var("h")
-#: Elements of one TMA box along a line: 128 bytes of f16 or bf16, the swizzle's line.
-TMA_PANEL = 64
 
 
 def warp_specialization(kernel: KernelIR) -> KernelIR:
@@ -215,7 +214,7 @@ def _staging_buffer(kernel: KernelIR) -> SharedBuffer:
         s.loc("epilogue_via"),
         per_warp=True,
         xor=True,
-        panel=TMA_PANEL,
+        panel=swizzle_panel(kernel.gemm.c.dtype),
     )
 
 
