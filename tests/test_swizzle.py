@@ -16,9 +16,7 @@ from tiledsl.ir.expr import evaluate
 from tiledsl.ir.grid import raster_steps
 
 PARAMS = range(1, 10)
-RASTERS = [("none", 0)] + [
-    (kind, p) for kind in ("grouped", "snake", "zigzag") for p in PARAMS
-]
+RASTERS = [("none", 0)] + [(kind, p) for kind in ("grouped", "snake", "zigzag") for p in PARAMS]
 
 # 1 x 1, 1 x n, n x 1, primes, squares, and shapes not divisible by most G / W.
 SHAPES = sorted(

@@ -111,7 +111,8 @@ def test_every_problem_is_reported_at_once() -> None:
         ((64, 257), "f16", "128B", "1 to 256"),
         ((128, 64), "f16", "128B", "exceed the 128B swizzle"),
         ((4, 64), "f16", "none", "not a multiple of 16"),
-        ((64, 64), "f32", "128B", "of f32 are not built"),
+        ((64, 64), "f32", "128B", "exceed the 128B swizzle"),  # 256 bytes: 32 f32 fit
+        ((64, 64), "f8", "128B", "of f8 are not built"),
         ((64, 64), "f16", "256B", "unknown swizzle"),
     ],
 )

@@ -16,6 +16,7 @@ from tiledsl.emit.launch import launch_of
 from tiledsl.errors import TileError
 from tiledsl.interp.interpreter import InterpreterError, RaceError, interpret
 from tiledsl.interp.oracle import check_exact, from_storage, make_inputs, to_storage
+from tiledsl.ir.epilogue import Epilogue
 from tiledsl.ir.nodes import (
     Barrier,
     KernelIR,
@@ -66,6 +67,18 @@ VARIANTS = {
     "n128": text(*N128),
     "bf16": text(*N128, operands=("A: bf16[M, K] row", "B: bf16[K, N] row", "C: bf16[M, N] row")),
     "f32-c": text(*HOPPER, operands=(*F16[:2], "C: f32[M, N] row")),  # float2 stores, 32-wide
+    # the register epilogue before the staging: every step, a bias column per element
+    "epilogue": text(
+        *HOPPER,
+        "epilogue alpha 1.5, beta 0.5, bias D, relu",
+        operands=(*F16, "D: f32[N] row"),
+    ),
+    # ... and before the consumers' direct stores
+    "epilogue-direct": text(
+        *(d for d in HOPPER if d != "epilogue_via tma"),
+        "epilogue alpha -2, bias D",
+        operands=(*F16[:2], "C: f32[M, N] row", "D: f16[N] row"),
+    ),
 }
 _KERNELS: dict[str, KernelIR] = {}
 
@@ -78,15 +91,17 @@ def kernel(name: str) -> KernelIR:
 
 def run(k: KernelIR, m: int, n: int, kk: int, seed: int = 0, **options):
     g = k.gemm
-    inputs = make_inputs(g, m, n, kk, "exact", np.random.default_rng(seed))
+    ep = Epilogue.of(k.schedule, g)
+    inputs = make_inputs(g, m, n, kk, "exact", np.random.default_rng(seed), epilogue=ep)
     arrays = {
         g.a.name: to_storage(g.a, inputs.a),
         g.b.name: to_storage(g.b, inputs.b),
         g.c.name: to_storage(g.c, inputs.c_in).copy(),
+        **{op.name: to_storage(op, inputs.extras[op.name]) for op in g.extras},
     }
     stats = interpret(k, arrays, {"M": m, "N": n, "K": kk}, seed=seed, **options)
     out = from_storage(g.c, arrays[g.c.name], (m, n))
-    return check_exact(g, inputs, out, k.schedule.block[:2]), stats
+    return check_exact(g, inputs, out, k.schedule.block[:2], ep), stats
 
 
 def errors(source: str) -> list[tuple[int, int, str]]:
@@ -161,13 +176,15 @@ def test_every_variant_is_exact_under_several_interleavings(name: str) -> None:
     bm, bn, bk = k.schedule.block
     check, stats = run(k, 2 * bm, 2 * bn, 6 * bk, schedules=2)
     assert check.ok, check.detail
-    pieces = k.schedule.mma[1] * k.schedule.coarsen[1] // k.schedule.store_columns
+    width = k.schedule.store_columns  # 0: C stored from the registers
+    pieces = k.schedule.mma[1] * k.schedule.coarsen[1] // width if width else 0
     assert stats.tma_stores == 4 * pieces  # every tile, every piece (one statement: all warps)
 
 
 @pytest.mark.parametrize("size", [(200, 328, 104), (136, 264, 72), (8, 8, 8)])
-def test_partial_tiles_are_clipped_by_the_tma_store(size) -> None:
-    k = kernel("persistent")
+@pytest.mark.parametrize("name", ["persistent", "epilogue"])
+def test_partial_tiles_are_clipped_by_the_tma_store(name: str, size) -> None:
+    k = kernel(name)
     assert not needs_twin(k, dict(zip("MNK", size)))
     check, _ = run(k, *size, schedules=2)
     assert check.ok, check.detail
@@ -209,6 +226,20 @@ def test_a_missing_warpgroup_barrier_is_a_race(which: int) -> None:
     with pytest.raises(RaceError) as info:
         run(k, 256, 512, 256, schedules=1)
     assert "Cs" in str(info.value)
+
+
+def test_the_epilogue_runs_on_the_registers_before_c_leaves() -> None:
+    from tiledsl.ir.nodes import EpilogueFrag
+
+    for name in ("epilogue", "epilogue-direct"):
+        k = kernel(name)
+        stmts = list(walk(k.body))
+        at = next(i for i, s in enumerate(stmts) if isinstance(s, EpilogueFrag))
+        first_store = next(i for i, s in enumerate(stmts) if isinstance(s, StoreFrag))
+        assert at < first_store
+    source = compile_source(VARIANTS["epilogue"]).source.split("// The guarded twin")[0]
+    assert "x = __fadd_rn(x, gc < N ? D[gc] : 0.0f);  // bias D[n]" in source
+    assert "if (gr < M && gc < N) x = __fadd_rn(x, __fmul_rn(BETA," in source
 
 
 # ---------------------------------------------------------------- refusals

@@ -525,6 +525,10 @@ __device__ __forceinline__ void cp_async_wait() {
         out.append(f"(&{dst_el})[e] = {self._converted('x', 'f32', dst_t)};")
         return out
 
+    def converted(self, expr: str, src: str, dst: str) -> str:
+        """`expr` of type `src` as a `dst` value (the lowering objects' spelling)."""
+        return self._converted(expr, src, dst)
+
     def _converted(self, expr: str, src: str, dst: str) -> str:
         """`expr` of type `src` as a `dst` value (through float, as the hardware converts)."""
         if src == dst:

@@ -25,6 +25,7 @@ from ..lowering.edges import twin_condition
 #: bytes[16]; };` (the CUtensorMap), passed by value in the kernel's parameter space.
 TENSOR_MAP_CTYPE = "const __grid_constant__ TensorMap"
 
+
 @dataclass(frozen=True)
 class TensorMapSpec:
     """How to encode the tensor map of one TMA-loaded operand (cuTensorMapEncodeTiled).
@@ -189,8 +190,7 @@ def tensor_maps_of(kernel: KernelIR) -> tuple[TensorMapSpec, ...]:
         panel = swizzle_panel(buffer.dtype)
         if buffer.panel != panel:
             raise ValueError(
-                f"{kernel.name}: {buffer.name} is not cut into {panel}-element panels, "
-                "the TMA box"
+                f"{kernel.name}: {buffer.name} is not cut into {panel}-element panels, the TMA box"
             )
         rows, cols = op.dims[-2], op.dims[-1]
         spec = TensorMapSpec(

@@ -31,11 +31,14 @@ shared memory up to 1024 bytes, where the swizzle's phase is zero.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import error
 from ..ir.expr import ZERO
 from ..ir.nodes import (
     DTYPE_BYTES,
     Barrier,
+    EpilogueFrag,
     Fill,
     FragRef,
     GlobalTile,
@@ -244,6 +247,8 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
             trans_b = 0 if k_major(k, b_buf) else 1
             name = helper_name(n, k.gemm.a.dtype)
             return [f"{name}<{trans_a}, {trans_b}>({s.acc}, {s.a}, {s.b});"]
+        case EpilogueFrag():
+            return _register_epilogue(emitter, k, s)
         case StoreFrag() if _stmatrix_target(emitter, k, s.dst):
             return _stmatrix_store(emitter, k, s)
         case StoreFrag() if s.cols is not None:
@@ -332,6 +337,47 @@ def _stmatrix_store(emitter, k: KernelIR, s) -> list[str]:
         f"    for (int j = 0; j < {width // 16}; ++j) {{  // 16 columns: n8 and n8 + 1",
         f"        const int n8 = {n8};",
         f"        stmatrix_x4(&{at}, {regs});",
+        "    }",
+        "}",
+    ]
+
+
+def _register_epilogue(emitter, k: KernelIR, s: EpilogueFrag) -> list[str]:
+    """alpha, beta, bias and relu on each accumulator of the thread, one rounded f32 step at
+    a time (__fmul_rn / __fadd_rn, as the exact oracle replays them), before C is stored:
+    element e of 8 columns n8 is at row wq*16 + g (+ 8 for e >= 2), column n8*8 + t + e % 2.
+    What lies outside C (a partial tile) reads nothing; it is never stored."""
+    ep, ref, g = s.epilogue, s.frag, k.gemm
+    row0, col0 = emitter.global_rc(s.tile, "wq * 16 + g", "t")
+    m, n = emitter.expr(g.m), emitter.expr(g.n)
+    body = [
+        "const int gr = er + e / 2 * 8, gc = ec + n8 * 8 + e % 2;  // the element's place in C",
+        f"float x = {ref}[n8 * 4 + e];",
+    ]
+    if ep.alpha != 1.0:
+        body.append("x = __fmul_rn(ALPHA, x);")
+    if ep.reads_c:
+        at = emitter.element(
+            k, replace(s.tile, origin=(ZERO, ZERO), offset=(ZERO, ZERO)), "gr", "gc"
+        )
+        old = emitter.converted(at, g.c.dtype, "f32")
+        body.append(f"if (gr < {m} && gc < {n}) x = __fadd_rn(x, __fmul_rn(BETA, {old}));")
+    for op, name in ep.steps:
+        if op == "bias":
+            value = emitter.converted(f"{name}[gc]", g.operand(name).dtype, "f32")
+            body.append(f"x = __fadd_rn(x, gc < {n} ? {value} : 0.0f);  // bias {name}[n]")
+        else:
+            body.append("x = fmaxf(x, 0.0f);  // relu")
+    body.append(f"{ref}[n8 * 4 + e] = x;")
+    return [
+        f"{{  // epilogue on {ref} in registers: {ep.describe()}",
+        f"    const int er = {row0}, ec = {col0};  // this thread's first row and column",
+        "    #pragma unroll",
+        f"    for (int n8 = 0; n8 < {k.schedule.mma[1] // 8}; ++n8) {{",
+        "        #pragma unroll",
+        "        for (int e = 0; e < 4; ++e) {  // rows g, g + 8 and columns t, t + 1",
+        *("            " + line for line in body),
+        "        }",
         "    }",
         "}",
     ]

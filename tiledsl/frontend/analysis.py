@@ -220,7 +220,12 @@ def _check_epilogue(gemm: Gemm, sched: Schedule, errs: Collector) -> None:
                 f"operand '{op.name}' is declared but neither the product nor the epilogue uses it",
                 f"add `epilogue bias {op.name}` or drop the declaration",
             )
-    if sched.epilogue and sched.epilogue_via == "direct" and "epilogue_via" in sched.written:
+    if (
+        sched.epilogue
+        and sched.epilogue_via == "direct"
+        and "epilogue_via" in sched.written
+        and not sched.warp_specialize  # its consumers know each element's column
+    ):
         errs.add(
             sched.loc("epilogue_via"),
             "an epilogue runs as C leaves the per-warp staging tile, where each element's "

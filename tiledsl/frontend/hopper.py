@@ -9,7 +9,7 @@ refused here with the directive's location before anything is built:
 * `copy tma` and `warp_specialize` together (a TMA pipeline without a producer
   warpgroup, and a producer that copies with cp.async, are not built yet), and
   `persistent` only with them;
-* what the first version does not build yet: an epilogue, a batch, a staged C;
+* what the first version does not build yet: `C +=`, a batch, `epilogue_via shared`;
 * `epilogue_via tma` only on a warp-specialized kernel, with a row-major C and a
   consumer warpgroup at least one 128-byte panel wide;
 * the register split (tiledsl.models.registers.role_registers): the consumers'
@@ -132,13 +132,6 @@ def _check_unbuilt(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
     """What the warp-specialized kernel does not build yet: located refusals."""
     if gemm.a.dtype not in ("f16", "bf16") or gemm.b.dtype != gemm.a.dtype:
         errs.add(gemm.a.loc, "TMA kernels take f16 or bf16 A and B", "declare A and B f16")
-    if sched.epilogue:
-        errs.add(
-            sched.loc("epilogue"),
-            "an epilogue on a warp-specialized kernel is not built yet: it needs the "
-            "consumers' register epilogue to apply alpha, beta, bias and relu",
-            "drop the epilogue directive, or drop `warp_specialize` and `copy tma`",
-        )
     if "epilogue_via" in sched.written and sched.epilogue_via == "shared":
         errs.add(
             sched.loc("epilogue_via"),

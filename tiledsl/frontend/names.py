@@ -68,7 +68,7 @@ GENERATED_LOCALS = frozenset(
     lbo sbo tile smem smem_base warp lane wm wn tiles_m tiles_n pid bz width group first_m
     group_m panel idx first_n row bm bn kt kk s it v r c e gr gc x a b acc p q d f g i j
     t n8 REGISTERS arrivals bar bytes done parity map y full empty step tiles tl src r0 r1 r2
-    r3 lo hi pair sr sc h""".split()
+    r3 lo hi pair sr sc h er ec""".split()
 )
 
 #: Helpers named per instruction shape or variant: `wgmma_m64n128k16_f16_f32`,

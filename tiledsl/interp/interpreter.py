@@ -61,6 +61,7 @@ from ..ir.nodes import (
     AsyncWait,
     Barrier,
     Copy,
+    EpilogueFrag,
     ExpectTx,
     Fill,
     For,
@@ -113,7 +114,7 @@ PERSISTENT_BLOCKS = 3
 
 # What a role cannot run: the producer is one thread without fragments; a block barrier
 # in one branch of the roles' if/else waits for threads that never reach it.
-_NOT_IN_PRODUCER = (Fill, LoadFrag, Mma, StoreFrag, MmaFence, MmaCommit, MmaWait)
+_NOT_IN_PRODUCER = (Fill, LoadFrag, Mma, StoreFrag, MmaFence, MmaCommit, MmaWait, EpilogueFrag)
 
 
 @dataclass
@@ -494,6 +495,31 @@ class _Interpreter:
         )
         self.stats.tma_loads += 1
 
+    def _register_epilogue(self, ag: _Agent, s: EpilogueFrag) -> None:
+        """The epilogue on an accumulator in its registers (float32 steps, as the kernel
+        rounds them): C_old and a bias read at each element's place in C, nothing outside."""
+        frag, i, j = self._frag(ag, s.frag)
+        acc = frag[:, i, j].astype(np.float32)
+        text = stmt_text(s)
+        rows, cols = np.arange(s.tile.rows)[:, None], np.arange(s.tile.cols)[None, :]
+        inside: list = []
+        dst, dflat, _ = ag.memory.locate(s.tile, rows, cols, text, inside)
+        shape = np.broadcast_shapes(acc.shape, dflat.shape)
+        ep, memory = s.epilogue, ag.memory
+        c_old = (
+            decode(dst[np.broadcast_to(dflat, shape)], memory.dtype(s.tile)) if ep.reads_c else None
+        )
+        biases: dict[str, np.ndarray] = {}
+        if ep.bias_operands:
+            first = evaluate(s.tile.origin[1] + s.tile.offset[1], ag.env)
+            col = np.broadcast_to(np.asarray(first).reshape(-1, 1, 1) + cols, shape)
+            for name in ep.bias_operands:
+                op = self.kernel.gemm.operand(name)
+                n = int(evaluate(op.dims[0], ag.env))
+                values = decode(self.arrays[name], op.dtype)
+                biases[name] = values[np.clip(col, 0, n - 1)]  # clipped: never stored there
+        frag[:, i, j] = ep.apply(np.broadcast_to(acc, shape), c_old, biases).astype(frag.dtype)
+
     def _tma_store(self, ag: _Agent, s: TmaStore) -> None:
         """cp.async.bulk.tensor to global, by thread 0 of each IR warp: reads the shared
         tile now (and until its store wait), writes C's elements inside the operand."""
@@ -642,6 +668,8 @@ class _Interpreter:
                 self._arrive(ag, s)
             case TmaLoad():
                 self._tma(ag, s)
+            case EpilogueFrag():
+                self._register_epilogue(ag, s)
             case TmaStore():
                 self._tma_store(ag, s)
             case TmaStoreWait():

@@ -14,7 +14,9 @@ operation rounded to nearest (`__fmul_rn`, `__fadd_rn`: no fused multiply-add), 
 what lets the exact oracle check an epilogue with any alpha and beta.
 
 The epilogue runs where C leaves the per-warp staging tile (`epilogue_via shared`),
-because a bias needs each element's column, which a WMMA fragment does not reveal.
+because a bias needs each element's column, which a WMMA fragment does not reveal; on a
+warp-specialized kernel it runs on the consumers' accumulators in their registers
+(`EpilogueFrag`), whose wgmma layout gives each element's row and column.
 """
 
 from __future__ import annotations

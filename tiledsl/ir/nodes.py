@@ -28,6 +28,8 @@
               | TmaStore(dst, src)                  the TMA unit copies a shared tile to C
               | TmaStoreWait(reason)                until this warp's TMA stores have read
                                                     their shared tiles
+              | EpilogueFrag(frag, tile, epilogue)  the epilogue on an accumulator in its
+                                                    registers, for the C elements of `tile`
     Tile      = GlobalTile(operand, origin (r, c), offset (r, c), rows, cols)
               | SharedTile(buffer, slot, offset (r, c), rows, cols)
     FragRef   = fragment name [i][j]     (i, j: constants or unrolled loop variables)
@@ -382,6 +384,18 @@ class TmaStoreWait:
 
 
 @dataclass(frozen=True)
+class EpilogueFrag:
+    """The epilogue (alpha, beta, bias, relu; tiledsl.ir.epilogue) applied to accumulator
+    `frag` in its registers, each element one rounded f32 step at a time: `tile` is the
+    part of C the fragment becomes (its rows and columns: a bias's column, beta's C_old).
+    Elements outside C read nothing (their values are never stored)."""
+
+    frag: FragRef
+    tile: GlobalTile
+    epilogue: Epilogue
+
+
+@dataclass(frozen=True)
 class ProxyFence:
     """fence.proxy.async.shared::cta by every thread: its earlier writes to shared memory
     are visible to the async proxy (the TMA unit) once a barrier hands them over."""
@@ -473,6 +487,7 @@ Stmt = (
     | TmaStore
     | TmaStoreWait
     | ProxyFence
+    | EpilogueFrag
 )
 
 

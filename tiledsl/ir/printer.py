@@ -21,6 +21,7 @@ from .nodes import (
     AsyncWait,
     Barrier,
     Copy,
+    EpilogueFrag,
     ExpectTx,
     Fill,
     For,
@@ -163,6 +164,8 @@ def stmt_text(stmt) -> str:
             return "tma.store_wait read" + _note(stmt.reason)
         case ProxyFence():
             return "fence.proxy.async" + _note(stmt.reason)
+        case EpilogueFrag():
+            return f"epilogue {stmt.frag} as {tile_text(stmt.tile)}: {stmt.epilogue.describe()}"
         case ExpectTx():
             return f"mbarrier.expect_tx {stmt.bar} {stmt.bytes} bytes" + _note(stmt.reason)
         case Arrive():

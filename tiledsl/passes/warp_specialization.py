@@ -52,6 +52,7 @@ from dataclasses import replace
 from typing import cast
 
 from ..ir.dtypes import DTypeName
+from ..ir.epilogue import Epilogue
 from ..ir.expr import Const, Expr, Var, substitute
 from ..ir.grid import PID, TILES_M, TILES_N, raster_steps
 from ..ir.nodes import (
@@ -63,6 +64,7 @@ from ..ir.nodes import (
     Barrier,
     BarrierRef,
     Copy,
+    EpilogueFrag,
     ExpectTx,
     For,
     FragRef,
@@ -194,8 +196,24 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
         replace(k_loop, body=body, comment="block steps along K: wait, compute, release"),
         MmaWait(0),
         *((release,) if s.persistent else ()),
+        *_register_epilogue(kernel, stores),
         *stores,
     )
+
+
+def _register_epilogue(kernel: KernelIR, stores: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """The epilogue on the accumulators in their registers, before C is stored: one
+    EpilogueFrag per fragment store of C (in the same loops), none without an epilogue."""
+    ep = Epilogue.of(kernel.schedule, kernel.gemm)
+    if ep is None:
+        return ()
+
+    def on_registers(st: Stmt) -> Stmt:
+        if isinstance(st, StoreFrag) and isinstance(st.dst, GlobalTile):
+            return EpilogueFrag(st.frag, st.dst, ep)
+        return st
+
+    return map_body(stores, on_registers)
 
 
 def _staging_buffer(kernel: KernelIR) -> SharedBuffer:
