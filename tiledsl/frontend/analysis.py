@@ -95,6 +95,11 @@ def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Col
     return replace(sched, **updates)
 
 
+#: Columns of C one consumer warpgroup can hold at most (wgmma N ≤ 256, a few fragments
+#: side by side): wider tiles are refused elsewhere, and not searched here.
+MAX_STORE_COLUMNS = 2048
+
+
 def store_column_choices(sched: Schedule, c_dtype: str) -> list[int]:
     """The widths `epilogue_via tma` can stage C in, widest first: whole 128-byte panels
     (the swizzle's line, one TMA store box: 64 elements of f16, 32 of f32) that cut a
@@ -102,6 +107,8 @@ def store_column_choices(sched: Schedule, c_dtype: str) -> list[int]:
     fragments side by side."""
     n, panel = sched.mma[1], swizzle_panel(c_dtype)
     total = n * sched.coarsen[1]
+    if not 0 < total <= MAX_STORE_COLUMNS:
+        return []  # no warpgroup is that wide (the shape checks say why): nothing to search
     return [
         width
         for width in range(total - total % panel, 0, -panel)

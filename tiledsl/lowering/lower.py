@@ -22,11 +22,13 @@ from __future__ import annotations
 from typing import cast
 
 from ..frontend.analysis import Analysis
+from ..ir.epilogue import Epilogue
 from ..ir.expr import Const, Var, ceil_div
 from ..ir.gemm import Layout
 from ..ir.nodes import (
     K_BLOCKS,
     K_FRAGMENTS,
+    EpilogueFrag,
     Fill,
     For,
     Fragment,
@@ -90,7 +92,11 @@ def lower(analysis: Analysis) -> KernelIR:
     )
     # With an epilogue, `+=` reads C in the epilogue (beta 1), so the accumulator starts at 0.
     init = LoadFrag(acc, c_tile) if g.accumulate and not s.epilogue else Fill(acc, 0.0)
-    body = (init, main_loop, StoreFrag(c_tile, acc))
+    # A warp-specialized kernel's epilogue (no staging tile) runs on the accumulators in
+    # their registers, before C is stored; every stage carries it.
+    ep = Epilogue.of(s, g) if s.epilogue_via != "shared" else None
+    on_registers = (EpilogueFrag(acc, c_tile, ep),) if ep is not None else ()
+    body = (init, main_loop, *on_registers, StoreFrag(c_tile, acc))
     warps = (s.block[0] // mm, s.block[1] // mn)
     kernel = KernelIR(analysis.name, g, s, analysis.target, warps, (), fragments, body)
     return stage_epilogue(kernel) if s.epilogue_via == "shared" else kernel

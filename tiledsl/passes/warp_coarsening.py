@@ -26,6 +26,7 @@ from ..ir.expr import Const, Var, substitute
 from ..ir.nodes import (
     Barrier,
     Copy,
+    EpilogueFrag,
     Fill,
     For,
     FragRef,
@@ -120,7 +121,7 @@ def _per_fragment(run, kernel: KernelIR, bindings, loc):
     acc = kernel.fragment_of("accumulator").name
 
     def rebind(stmt):
-        if isinstance(stmt, (Fill, LoadFrag, StoreFrag)) and stmt.frag.name == acc:
+        if isinstance(stmt, (Fill, LoadFrag, StoreFrag, EpilogueFrag)) and stmt.frag.name == acc:
             stmt = replace(stmt, frag=FragRef(acc, I, J))
 
         def moved(t):
@@ -133,6 +134,8 @@ def _per_fragment(run, kernel: KernelIR, bindings, loc):
                 return replace(stmt, src=moved(stmt.src))
             case StoreFrag():
                 return replace(stmt, dst=moved(stmt.dst))
+            case EpilogueFrag():
+                return replace(stmt, tile=moved(stmt.tile))
         return stmt
 
     body = tuple(rebind(s) for s in run)

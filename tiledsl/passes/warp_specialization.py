@@ -52,7 +52,6 @@ from dataclasses import replace
 from typing import cast
 
 from ..ir.dtypes import DTypeName
-from ..ir.epilogue import Epilogue
 from ..ir.expr import Const, Expr, Var, substitute
 from ..ir.grid import PID, TILES_M, TILES_N, raster_steps
 from ..ir.nodes import (
@@ -64,7 +63,6 @@ from ..ir.nodes import (
     Barrier,
     BarrierRef,
     Copy,
-    EpilogueFrag,
     ExpectTx,
     For,
     FragRef,
@@ -196,24 +194,8 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
         replace(k_loop, body=body, comment="block steps along K: wait, compute, release"),
         MmaWait(0),
         *((release,) if s.persistent else ()),
-        *_register_epilogue(kernel, stores),
-        *stores,
+        *stores,  # with an epilogue, its EpilogueFrags (from lowering) come first
     )
-
-
-def _register_epilogue(kernel: KernelIR, stores: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
-    """The epilogue on the accumulators in their registers, before C is stored: one
-    EpilogueFrag per fragment store of C (in the same loops), none without an epilogue."""
-    ep = Epilogue.of(kernel.schedule, kernel.gemm)
-    if ep is None:
-        return ()
-
-    def on_registers(st: Stmt) -> Stmt:
-        if isinstance(st, StoreFrag) and isinstance(st.dst, GlobalTile):
-            return EpilogueFrag(st.frag, st.dst, ep)
-        return st
-
-    return map_body(stores, on_registers)
 
 
 def _staging_buffer(kernel: KernelIR) -> SharedBuffer:
@@ -273,7 +255,7 @@ def _tma_epilogue(kernel: KernelIR, tile: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
             SharedTile("Cs", WARP, (Const(0), Const(0)), rows, width),
         ),
     )
-    kept = tuple(st for st in tile if not _stores_c(st))
+    kept = _without_stores(tile)  # the register epilogue stays
     loop = For(
         PIECE.name,
         Const(0),
@@ -286,8 +268,10 @@ def _tma_epilogue(kernel: KernelIR, tile: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     return (*kept, loop)
 
 
-def _stores_c(stmt: Stmt) -> bool:
-    return any(isinstance(x, StoreFrag) for x in walk((stmt,)))
+def _without_stores(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """`body` without its fragment stores, and without the loops they leave empty."""
+    stripped = map_body(body, lambda st: () if isinstance(st, StoreFrag) else st)
+    return map_body(stripped, lambda st: () if isinstance(st, For) and not st.body else st)
 
 
 def _mbarriers(kernel: KernelIR) -> tuple[MBarrier, MBarrier]:
