@@ -198,6 +198,7 @@ constexpr int CS_PANELS = 2, CS_PANEL = 64;  // lines cut into 64-element (128-b
 constexpr int CS_XOR_CHUNK = 8, CS_XOR_GROUPS = 8, CS_XOR_REPEAT = 1;  // pad xor: chunk ^= line / 1 % 8
 constexpr unsigned AS_LBO = 16, AS_SBO = 1024;  // wgmma descriptor: K-contiguous lines, 1024 bytes per 8 lines (LBO unused)
 constexpr unsigned BS_LBO = 8192, BS_SBO = 1024;  // wgmma descriptor: 64-wide panels 8192 bytes apart, 1024 bytes per 8 K-lines (transposed)
+constexpr int STORE_COLUMNS = 128;  // epilogue_via tma: the columns of C a consumer warpgroup stages in Cs per TMA store
 constexpr int STAGES = 4, STAGE_BYTES = 49152;  // mbarrier stages: A's and B's tiles of one K step, by TMA
 constexpr int PRODUCER_REGISTERS = 40, CONSUMER_REGISTERS = 232;  // setmaxnreg per role (tiledsl.models.registers)
 // swizzle grouped 8 (line 19): blocks walk GROUP_M block-rows at a time, so neighbours share A and B in L2
@@ -313,20 +314,20 @@ hopper_epilogue(const __grid_constant__ TensorMap map_A, const __grid_constant__
             for (int h = 0; h < 2; ++h) {
                 if (lane == 0) tma_store_wait_read();  // the TMA store of the piece before has read Cs[warp]
                 warpgroup_barrier(1 + warp);  // WAR: Cs[warp] is free again for every lane of the warpgroup
-                {  // acc[0][h * 128 / MMA_N] columns [h * 128 % MMA_N, + 128) -> Cs, rounded to f16, by stmatrix: 8x8 pieces, lane % 32 / 8 = the piece
-                    float (&d)[128] = acc[0][h * 128 / MMA_N];
+                {  // acc[0][h * STORE_COLUMNS / MMA_N] columns [h * STORE_COLUMNS % MMA_N, + 128) -> Cs, rounded to f16, by stmatrix: 8x8 pieces, lane % 32 / 8 = the piece
+                    float (&d)[128] = acc[0][h * STORE_COLUMNS / MMA_N];
                     const int sr = wq * 16 + lane % 32 / 8 % 2 * 8 + lane % 8, sc = lane % 32 / 16 * 8;  // this lane's row address: its piece's row lane % 8
                     #pragma unroll
                     for (int j = 0; j < 8; ++j) {  // 16 columns: n8 and n8 + 1
-                        const int n8 = (h * 128 % MMA_N) / 8 + 2 * j;
+                        const int n8 = (h * STORE_COLUMNS % MMA_N) / 8 + 2 * j;
                         stmatrix_x4(&Cs[warp][(16 * j + sc) / CS_PANEL][sr][xor_swizzle<CS_XOR_CHUNK, CS_XOR_GROUPS, CS_XOR_REPEAT>(sr, (16 * j + sc) % CS_PANEL)], pack_f16x2(d[n8 * 4 + 0], d[n8 * 4 + 1]), pack_f16x2(d[n8 * 4 + 2], d[n8 * 4 + 3]), pack_f16x2(d[n8 * 4 + 4], d[n8 * 4 + 5]), pack_f16x2(d[n8 * 4 + 6], d[n8 * 4 + 7]));
                     }
                 }
                 fence_proxy_async();  // the lanes' writes to Cs, visible to the TMA unit's reads
                 warpgroup_barrier(1 + warp);  // RAW: every lane's part of the piece is in Cs before the TMA store
                 if (lane == 0) {  // 64x128 Cs[warp] -> C by TMA: 2 box(es) of 64 x 64, one bulk group
-                    tma_store_2d(&map_C, &Cs[warp][0][0][0], bn * BN + wn * MMA_N + h * 128, bm * BM + wm * MMA_M);
-                    tma_store_2d(&map_C, &Cs[warp][1][0][0], bn * BN + wn * MMA_N + h * 128 + 64, bm * BM + wm * MMA_M);
+                    tma_store_2d(&map_C, &Cs[warp][0][0][0], bn * BN + wn * MMA_N + h * STORE_COLUMNS, bm * BM + wm * MMA_M);
+                    tma_store_2d(&map_C, &Cs[warp][1][0][0], bn * BN + wn * MMA_N + h * STORE_COLUMNS + 64, bm * BM + wm * MMA_M);
                     tma_store_commit();
                 }
             }

@@ -142,7 +142,15 @@ def constants(k: KernelIR) -> list[str]:
         return []
     roles = next(s for s in k.body if isinstance(s, Roles))
     stage = next(s for s in walk(k.body) if isinstance(s, ExpectTx))
-    return [
+    store = (
+        [
+            f"constexpr int STORE_COLUMNS = {k.schedule.store_columns};  // epilogue_via tma: "
+            "the columns of C a consumer warpgroup stages in Cs per TMA store"
+        ]
+        if stores_by_tma(k)
+        else []
+    )
+    return store + [
         f"constexpr int STAGES = {k.schedule.stages}, STAGE_BYTES = {stage.bytes};  // "
         "mbarrier stages: A's and B's tiles of one K step, by TMA",
         f"constexpr int PRODUCER_REGISTERS = {roles.producer.registers}, CONSUMER_REGISTERS = "

@@ -55,7 +55,7 @@ GENERATED = frozenset(
     __floats2bfloat162_rn __half2 __floats2half2_rn"""
     # the kernel's constants (its `NAME_schedule` namespace)
     """ BM BN BK MMA_M MMA_N MMA_K WARPS_M WARPS_N WARP_SIZE THREADS GROUP_M PANEL_N ALPHA
-    BETA Cs CS_ROWS CS_COLS CS_PITCH STAGES STAGE_BYTES PRODUCER_REGISTERS
+    BETA Cs CS_ROWS CS_COLS CS_PITCH STAGES STAGE_BYTES STORE_COLUMNS PRODUCER_REGISTERS
     CONSUMER_REGISTERS"""
     # MUSA's host launcher calls the kernel beside this local
     """ blocks""".split()

@@ -225,10 +225,11 @@ def _tma_epilogue(kernel: KernelIR, tile: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     rows = m * cm
     acc = next(f.name for f in kernel.fragments if f.role == "accumulator")
     stores = []
+    columns = Const(width, "STORE_COLUMNS")
     for i in range(cm):
         if width <= n:  # a window of one fragment's columns
-            first = PIECE * Const(width) % Const(n, "MMA_N")
-            frag = FragRef(acc, Const(i), PIECE * Const(width) // Const(n, "MMA_N"))
+            first = PIECE * columns % Const(n, "MMA_N")
+            frag = FragRef(acc, Const(i), PIECE * columns // Const(n, "MMA_N"))
             dst = SharedTile("Cs", WARP, (Const(i * m), Const(0)), m, width)
             stores.append(StoreFrag(dst, frag, (first, width)))
             continue
@@ -242,7 +243,7 @@ def _tma_epilogue(kernel: KernelIR, tile: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     mma_m, mma_n = Const(m, "MMA_M"), Const(n, "MMA_N")
     offset = (
         Var("wm") * Const(cm) * mma_m,
-        Var("wn") * Const(cn) * mma_n + PIECE * Const(width),
+        Var("wn") * Const(cn) * mma_n + PIECE * columns,
     )
     piece: tuple[Stmt, ...] = (
         TmaStoreWait("the TMA store of the piece before has read Cs[warp]"),
