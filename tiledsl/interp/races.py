@@ -95,6 +95,13 @@ class RaceLog:
         written = np.unique(units[writes])
         if written.size == 0:
             return None
+        # Only units something wrote can race: drop the rest before sorting (a table
+        # lookup, linear; a pipeline's phase logs every wgmma read of its stages).
+        table = np.zeros(int(units.max()) + 1, bool)
+        table[written] = True
+        keep = table[units]
+        units, issuers, warps = units[keep], issuers[keep], warps[keep]
+        epochs, writes = epochs[keep], writes[keep]
         # (a) one unit touched by two warps, one of them writing: only a block barrier orders.
         pairs = np.unique(units * self.warps + warps)
         unit_of, counts = np.unique(pairs // self.warps, return_counts=True)
