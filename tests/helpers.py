@@ -90,3 +90,27 @@ def line_of(text: str, fragment: str) -> int:
         if fragment in line:
             return number
     raise AssertionError(f"{fragment!r} not in the text")
+
+
+def interpret_exact(kernel, m: int, n: int, k: int, data_seed: int = 0, **options):
+    """Interpret `kernel` at M x N x K on the exact oracle's inputs (its epilogue's bias
+    vectors included); (the exact check, the interpreter's stats). `options` go to
+    `interpret` (schedules, seed, blocks)."""
+    import numpy as np
+
+    from tiledsl.interp.interpreter import interpret
+    from tiledsl.interp.oracle import check_exact, from_storage, make_inputs, to_storage
+    from tiledsl.ir.epilogue import Epilogue
+
+    g = kernel.gemm
+    ep = Epilogue.of(kernel.schedule, g)
+    inputs = make_inputs(g, m, n, k, "exact", np.random.default_rng(data_seed), epilogue=ep)
+    arrays = {
+        g.a.name: to_storage(g.a, inputs.a),
+        g.b.name: to_storage(g.b, inputs.b),
+        g.c.name: to_storage(g.c, inputs.c_in).copy(),
+        **{op.name: to_storage(op, inputs.extras[op.name]) for op in g.extras},
+    }
+    stats = interpret(kernel, arrays, {"M": m, "N": n, "K": k}, **options)
+    out = from_storage(g.c, arrays[g.c.name], (m, n))
+    return check_exact(g, inputs, out, kernel.schedule.block[:2], ep), stats

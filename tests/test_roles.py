@@ -14,6 +14,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from helpers import interpret_exact
 
 from tiledsl.driver import compile_source
 from tiledsl.interp import roles
@@ -22,10 +23,8 @@ from tiledsl.interp.interpreter import (
     InterpreterError,
     RaceError,
     has_roles,
-    interpret,
 )
 from tiledsl.interp.mbarriers import MBarriers
-from tiledsl.interp.oracle import check_exact, from_storage, make_inputs, to_storage
 from tiledsl.ir.expr import Const
 from tiledsl.ir.nodes import (
     Arrive,
@@ -92,16 +91,7 @@ def kernel(name: str) -> KernelIR:
 
 def run(k: KernelIR, m: int, n: int, kk: int, data_seed: int = 0, **options):
     """Interpret `k` at M x N x K on exact inputs; (the oracle's check, the stats)."""
-    g = k.gemm
-    inputs = make_inputs(g, m, n, kk, "exact", np.random.default_rng(data_seed))
-    arrays = {
-        g.a.name: to_storage(g.a, inputs.a),
-        g.b.name: to_storage(g.b, inputs.b),
-        g.c.name: to_storage(g.c, inputs.c_in).copy(),
-    }
-    stats = interpret(k, arrays, {"M": m, "N": n, "K": kk}, **options)
-    out = from_storage(g.c, arrays[g.c.name], (m, n))
-    return check_exact(g, inputs, out, k.schedule.block[:2]), stats
+    return interpret_exact(k, m, n, kk, data_seed, **options)
 
 
 def size(k: KernelIR, tiles=(2, 2), steps: int = 6) -> tuple[int, int, int]:

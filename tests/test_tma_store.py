@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
-from helpers import ROOT, kernel_text, line_of
+from helpers import ROOT, interpret_exact, kernel_text, line_of
 
 from tiledsl.driver import compile_source, lower_file
 from tiledsl.emit.launch import launch_of
 from tiledsl.errors import TileError
-from tiledsl.interp.interpreter import InterpreterError, RaceError, interpret
-from tiledsl.interp.oracle import check_exact, from_storage, make_inputs, to_storage
-from tiledsl.ir.epilogue import Epilogue
+from tiledsl.interp.interpreter import InterpreterError, RaceError
 from tiledsl.ir.nodes import (
     Barrier,
     KernelIR,
@@ -90,18 +87,7 @@ def kernel(name: str) -> KernelIR:
 
 
 def run(k: KernelIR, m: int, n: int, kk: int, seed: int = 0, **options):
-    g = k.gemm
-    ep = Epilogue.of(k.schedule, g)
-    inputs = make_inputs(g, m, n, kk, "exact", np.random.default_rng(seed), epilogue=ep)
-    arrays = {
-        g.a.name: to_storage(g.a, inputs.a),
-        g.b.name: to_storage(g.b, inputs.b),
-        g.c.name: to_storage(g.c, inputs.c_in).copy(),
-        **{op.name: to_storage(op, inputs.extras[op.name]) for op in g.extras},
-    }
-    stats = interpret(k, arrays, {"M": m, "N": n, "K": kk}, seed=seed, **options)
-    out = from_storage(g.c, arrays[g.c.name], (m, n))
-    return check_exact(g, inputs, out, k.schedule.block[:2], ep), stats
+    return interpret_exact(k, m, n, kk, seed, seed=seed, **options)
 
 
 def errors(source: str) -> list[tuple[int, int, str]]:

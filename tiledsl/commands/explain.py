@@ -15,7 +15,6 @@ from ..ir.nodes import (
     ExpectTx,
     KernelIR,
     ProxyFence,
-    Roles,
     TmaLoad,
     TmaStore,
     TmaStoreWait,
@@ -57,7 +56,8 @@ def explain_sync(kernels: tuple[KernelIR, ...], source: str) -> str:
 
 def _handoffs(k: KernelIR) -> list[str]:
     """A warp-specialized kernel's mbarrier handoffs, role by role: what each wait orders."""
-    roles = next(s for s in k.body if isinstance(s, Roles))
+    roles = k.specialization
+    assert roles is not None  # explain_sync asks only warp-specialized kernels
     out = [
         f"kernel {k.name}: no block barriers in the main loop; the roles hand the stages over "
         "through mbarriers (tiledsl.passes.warp_specialization)"

@@ -510,19 +510,35 @@ __device__ __forceinline__ void cp_async_wait() {
         assert ep is not None  # called for epilogue copies only
         src_t, dst_t = self.dtype_of(k, c.src), self.dtype_of(k, c.dst)
         col = "gc + e" if along_rows else "gc"
-        out = [f"float x = {self._converted(f'(&{src_el})[e]', src_t, 'f32')};"]
+        old = self._converted(f"(&{dst_el})[e]", dst_t, "f32")
+        return [
+            f"float x = {self._converted(f'(&{src_el})[e]', src_t, 'f32')};",
+            *self.epilogue_steps(k, ep, old, col),
+            f"(&{dst_el})[e] = {self._converted('x', 'f32', dst_t)};",
+        ]
+
+    def epilogue_steps(
+        self, k: KernelIR, ep, old: str, column: str, inside_c: str = "", inside_n: str = ""
+    ) -> list[str]:
+        """The epilogue's steps on the float `x`, one rounded f32 operation each
+        (__fmul_rn / __fadd_rn: no fused multiply-add, so the exact oracle can replay it):
+        `old` is C's element as a float, `column` its column. With `inside_c` and
+        `inside_n` (a partial tile's conditions) nothing outside C or the bias is read."""
+        out = []
         if ep.alpha != 1.0:
             out.append("x = __fmul_rn(ALPHA, x);")
         if ep.reads_c:
-            old = self._converted(f"(&{dst_el})[e]", dst_t, "f32")
-            out.append(f"x = __fadd_rn(x, __fmul_rn(BETA, {old}));")
+            guard = f"if ({inside_c}) " if inside_c else ""
+            out.append(f"{guard}x = __fadd_rn(x, __fmul_rn(BETA, {old}));")
         for op, name in ep.steps:
-            if op == "bias":
-                bias_t = k.gemm.operand(name).dtype
-                out.append(f"x = __fadd_rn(x, {self._converted(f'{name}[{col}]', bias_t, 'f32')});")
-            else:
+            if op != "bias":
                 out.append("x = fmaxf(x, 0.0f);  // relu")
-        out.append(f"(&{dst_el})[e] = {self._converted('x', 'f32', dst_t)};")
+                continue
+            value = self._converted(f"{name}[{column}]", k.gemm.operand(name).dtype, "f32")
+            if inside_n:
+                out.append(f"x = __fadd_rn(x, {inside_n} ? {value} : 0.0f);  // bias {name}[n]")
+            else:
+                out.append(f"x = __fadd_rn(x, {value});")
         return out
 
     def converted(self, expr: str, src: str, dst: str) -> str:

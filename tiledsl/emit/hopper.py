@@ -140,7 +140,8 @@ def stores_by_tma(k: KernelIR) -> bool:
 def constants(k: KernelIR) -> list[str]:
     if not specialized(k):
         return []
-    roles = next(s for s in k.body if isinstance(s, Roles))
+    roles = k.specialization
+    assert roles is not None  # specialized: the pass built both
     stage = next(s for s in walk(k.body) if isinstance(s, ExpectTx))
     store = (
         [

@@ -69,21 +69,7 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
             f"accumulate {s.accumulate}",
             f"fragments accumulate in {C_TYPES[s.accumulate]}",
         ),
-        "epilogue_via": (
-            f"epilogue_via {s.epilogue_via}",
-            {
-                "direct": "fragments stored straight to C",
-                "shared": "C staged per warp in shared memory, converted and stored by lanes",
-                "tma": "each consumer warpgroup stages its C in Cs "
-                + (
-                    "by float2 stores"
-                    if k.gemm.c.dtype == "f32"
-                    else f"rounded to {k.gemm.c.dtype}, by stmatrix"
-                )
-                + f", {s.store_columns} columns at a time; one thread hands each piece to a "
-                "TMA store",
-            }[s.epilogue_via],
-        ),
+        "epilogue_via": (f"epilogue_via {s.epilogue_via}", _storing_c(k)),
         "target": (
             f"target {k.target.name}",
             f"{k.target.warp_width}-thread warps" + lowering_for(k).target_note(),
@@ -92,14 +78,7 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
     if s.warp_specialize:
         notes["warp_specialize"] = ("warp_specialize", _specializing(k))
     if s.persistent:
-        notes["persistent"] = (
-            "persistent",
-            "one block per SM (gridDim.x, read at launch), each looping over tiles "
-            "pid, pid + gridDim.x, ... in the swizzle's order; the producer runs into the next "
-            "tile's loads while the consumers store C"
-            if k.persistent
-            else f"{LATER}: one block per tile",
-        )
+        notes["persistent"] = ("persistent", _persisting(k))
     if s.epilogue:
         epilogue = Epilogue.of(s, k.gemm)
         assert epilogue is not None  # the schedule has one
@@ -116,6 +95,33 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
         name: DirectiveNote(name, text, _where(k, name), meaning)
         for name, (text, meaning) in notes.items()
     }
+
+
+def _storing_c(k: KernelIR) -> str:
+    s = k.schedule
+    if s.epilogue_via == "direct":
+        return "fragments stored straight to C"
+    if s.epilogue_via == "shared":
+        return "C staged per warp in shared memory, converted and stored by lanes"
+    how = (
+        "by float2 stores"
+        if k.gemm.c.dtype == "f32"
+        else f"rounded to {k.gemm.c.dtype}, by stmatrix"
+    )
+    return (
+        f"each consumer warpgroup stages its C in Cs {how}, {s.store_columns} columns at a "
+        "time; one thread hands each piece to a TMA store"
+    )
+
+
+def _persisting(k: KernelIR) -> str:
+    if not k.persistent:
+        return f"{LATER}: one block per tile"
+    return (
+        "one block per SM (gridDim.x, read at launch), each looping over tiles "
+        "pid, pid + gridDim.x, ... in the swizzle's order; the producer runs into the next "
+        "tile's loads while the consumers store C"
+    )
 
 
 def _where(k: KernelIR, name: str) -> str:

@@ -350,25 +350,14 @@ def _register_epilogue(emitter, k: KernelIR, s: EpilogueFrag) -> list[str]:
     ep, ref, g = s.epilogue, s.frag, k.gemm
     row0, col0 = emitter.global_rc(s.tile, "wq * 16 + g", "t")
     m, n = emitter.expr(g.m), emitter.expr(g.n)
+    at = emitter.element(k, replace(s.tile, origin=(ZERO, ZERO), offset=(ZERO, ZERO)), "gr", "gc")
+    old = emitter.converted(at, g.c.dtype, "f32")
     body = [
         "const int gr = er + e / 2 * 8, gc = ec + n8 * 8 + e % 2;  // the element's place in C",
         f"float x = {ref}[n8 * 4 + e];",
+        *emitter.epilogue_steps(k, ep, old, "gc", f"gr < {m} && gc < {n}", f"gc < {n}"),
+        f"{ref}[n8 * 4 + e] = x;",
     ]
-    if ep.alpha != 1.0:
-        body.append("x = __fmul_rn(ALPHA, x);")
-    if ep.reads_c:
-        at = emitter.element(
-            k, replace(s.tile, origin=(ZERO, ZERO), offset=(ZERO, ZERO)), "gr", "gc"
-        )
-        old = emitter.converted(at, g.c.dtype, "f32")
-        body.append(f"if (gr < {m} && gc < {n}) x = __fadd_rn(x, __fmul_rn(BETA, {old}));")
-    for op, name in ep.steps:
-        if op == "bias":
-            value = emitter.converted(f"{name}[gc]", g.operand(name).dtype, "f32")
-            body.append(f"x = __fadd_rn(x, gc < {n} ? {value} : 0.0f);  // bias {name}[n]")
-        else:
-            body.append("x = fmaxf(x, 0.0f);  // relu")
-    body.append(f"{ref}[n8 * 4 + e] = x;")
     return [
         f"{{  // epilogue on {ref} in registers: {ep.describe()}",
         f"    const int er = {row0}, ec = {col0};  // this thread's first row and column",

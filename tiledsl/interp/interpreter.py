@@ -85,7 +85,6 @@ from ..ir.nodes import (
     Wait,
     async_mma,
     buffer_offsets,
-    walk,
 )
 from ..ir.printer import stmt_text
 from .clocks import CONSUMER, PRODUCER, HappensBefore
@@ -221,7 +220,7 @@ class _Agent:
 
 def has_roles(kernel: KernelIR) -> bool:
     """Whether the kernel is warp-specialized (its body holds a Roles)."""
-    return any(isinstance(s, Roles) for s in walk(kernel.body))
+    return kernel.specialization is not None
 
 
 def interpret(
@@ -509,15 +508,7 @@ class _Interpreter:
         c_old = (
             decode(dst[np.broadcast_to(dflat, shape)], memory.dtype(s.tile)) if ep.reads_c else None
         )
-        biases: dict[str, np.ndarray] = {}
-        if ep.bias_operands:
-            first = evaluate(s.tile.origin[1] + s.tile.offset[1], ag.env)
-            col = np.broadcast_to(np.asarray(first).reshape(-1, 1, 1) + cols, shape)
-            for name in ep.bias_operands:
-                op = self.kernel.gemm.operand(name)
-                n = int(evaluate(op.dims[0], ag.env))
-                values = decode(self.arrays[name], op.dtype)
-                biases[name] = values[np.clip(col, 0, n - 1)]  # clipped: never stored there
+        biases = self._biases(ag, ep, s.tile, cols, shape)
         frag[:, i, j] = ep.apply(np.broadcast_to(acc, shape), c_old, biases).astype(frag.dtype)
 
     def _tma_store(self, ag: _Agent, s: TmaStore) -> None:
@@ -886,17 +877,23 @@ class _Interpreter:
         memory = ag.memory
         acc = decode(stored, memory.dtype(c.src)).astype(np.float32)
         c_old = decode(dst[dflat], memory.dtype(c.dst)) if ep.reads_c else None
-        biases: dict[str, np.ndarray] = {}
-        if ep.bias_operands:
-            col = np.asarray(evaluate(c.dst.origin[1], ag.env)).reshape(-1, 1, 1)
-            col = col + np.asarray(evaluate(c.dst.offset[1], ag.env)).reshape(-1, 1, 1) + cols
-            col = np.broadcast_to(col, shape)
-            for name in ep.bias_operands:
-                op = self.kernel.gemm.operand(name)
-                n = int(evaluate(op.dims[0], ag.env))
-                values = decode(self.arrays[name], op.dtype)
-                biases[name] = values[np.clip(col, 0, n - 1)]  # clipped: skipped past the edge
+        biases = self._biases(ag, ep, c.dst, cols, shape)
         return encode(ep.apply(acc, c_old, biases), memory.dtype(c.dst))
+
+    def _biases(self, ag: _Agent, ep, tile: GlobalTile, cols, shape) -> dict[str, np.ndarray]:
+        """Each bias vector's value at the column in C of every element (columns `cols` of
+        `tile`, per warp), clipped at C's edge: an element past it is never stored."""
+        if not ep.bias_operands:
+            return {}
+        col = np.asarray(evaluate(tile.origin[1], ag.env)).reshape(-1, 1, 1)
+        col = col + np.asarray(evaluate(tile.offset[1], ag.env)).reshape(-1, 1, 1) + cols
+        col = np.broadcast_to(col, shape)
+        out = {}
+        for name in ep.bias_operands:
+            op = self.kernel.gemm.operand(name)
+            n = int(evaluate(op.dims[0], ag.env))
+            out[name] = decode(self.arrays[name], op.dtype)[np.clip(col, 0, n - 1)]
+        return out
 
 
 def copy_chunks(c: Copy):

@@ -535,6 +535,11 @@ class KernelIR:
         used += 8 * sum(m.slots for m in self.mbarriers)
         return used + self.schedule.path.smem_slack if used else used
 
+    @property
+    def specialization(self) -> Roles | None:
+        """The warp-specialized block's roles (the body's top-level Roles), or None."""
+        return next((s for s in self.body if isinstance(s, Roles)), None)
+
     def mbarrier(self, name: str) -> MBarrier:
         return next(m for m in self.mbarriers if m.name == name)
 

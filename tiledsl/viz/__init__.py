@@ -34,7 +34,7 @@ from ..ir.nodes import KernelIR
 from ..ir.printer import print_ir
 from ..passes import STAGE_NAMES
 from .bank_map import banks_graph
-from .handoffs import handoffs_graph, has_roles
+from .handoffs import handoffs_graph
 from .ir_graph import pass_info, stage_graph
 from .page import index_html
 from .tiles import tiles_graph
@@ -159,7 +159,7 @@ def pictures(compiled: Compiled) -> list[KernelPictures]:
                 Picture(
                     "roles", "warp roles and stage handoffs", handoffs_graph(final, compiled.file)
                 )
-                if has_roles(final)
+                if final.specialization is not None
                 else None,
             )
         )

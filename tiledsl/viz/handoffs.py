@@ -32,7 +32,6 @@ from ..ir.nodes import (
     KernelIR,
     Let,
     MmaCommit,
-    Roles,
     Stmt,
     TmaLoad,
     TmaStore,
@@ -42,6 +41,15 @@ from ..ir.nodes import (
 )
 from . import style
 from .style import esc, font
+
+#: The statements' colours: the roles' of every picture (style.ROLE_FILL).
+_ROLE_OF = {
+    "wait": "barrier",
+    "expect": "async",
+    "load": "copy",
+    "mma": "mma",
+    "arrive": "fragment",
+}
 
 #: K steps drawn: enough for every slot to be reused once.
 MAX_STEPS = 10
@@ -66,13 +74,10 @@ class _Trace:
         return [e for e in self.events if e.role == role and e.step == step]
 
 
-def has_roles(kernel: KernelIR) -> bool:
-    return any(isinstance(s, Roles) for s in kernel.body)
-
-
 def handoffs_graph(kernel: KernelIR, file: str) -> str:
     """The picture's Graphviz source (a warp-specialized kernel's; see the module text)."""
-    roles = next(s for s in kernel.body if isinstance(s, Roles))
+    roles = kernel.specialization
+    assert roles is not None  # drawn for warp-specialized kernels only
     stages = kernel.schedule.stages
     steps = min(MAX_STEPS, 2 * stages + 1)
     trace = _Trace()
@@ -245,8 +250,7 @@ def _port(e: _Event) -> str:
 
 
 def _cell(events: list[_Event], q: int) -> str:
-    fills = {"wait": "#f9d6d5", "expect": "#fff2b3", "load": "#dbe9f6", "mma": "#fde3c0",
-             "arrive": "#e3f1da"}  # fmt: skip
+    fills = {kind: style.ROLE_FILL[role] for kind, role in _ROLE_OF.items()}
     rows = [f'<TR><TD BGCOLOR="#f0f0f0"><B>{font(esc(f"step {q}"), 11)}</B></TD></TR>']
     ports: set[str] = set()
     for e in events:

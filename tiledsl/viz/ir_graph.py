@@ -365,6 +365,13 @@ def describe(stmt, path: InstructionPath = WMMA) -> tuple[str, list[str], str | 
                 [f"until at most {stmt.pending} wgmma group(s) are in flight"],
                 None,
             )
+    return _describe_pipeline(stmt) or (type(stmt).__name__, wrap(generic_text(stmt), 72), None)
+
+
+def _describe_pipeline(stmt) -> tuple[str, list[str], str | None] | None:
+    """`describe` of the warp-specialized pipeline's statements (TMA, mbarriers, lets), or
+    None for any other."""
+    match stmt:
         case TmaLoad():
             return (
                 "cp.async.bulk.tensor (TMA)",
@@ -393,7 +400,7 @@ def describe(stmt, path: InstructionPath = WMMA) -> tuple[str, list[str], str | 
             )
         case Let():
             return f"let {stmt.var}", [to_c(stmt.value)], None
-    return type(stmt).__name__, wrap(generic_text(stmt), 72), None
+    return None
 
 
 def was_text(item: Item) -> str:
