@@ -9,18 +9,9 @@ kernel hgemm (sync minimal): 1 barrier kept, 0 removed
 
 from __future__ import annotations
 
-from ..ir.nodes import (
-    Arrive,
-    Barrier,
-    ExpectTx,
-    KernelIR,
-    ProxyFence,
-    TmaLoad,
-    TmaStore,
-    TmaStoreWait,
-    Wait,
-    walk,
-)
+import textwrap
+
+from ..ir.nodes import Barrier, KernelIR, TmaLoad, TmaStore, walk
 from ..ir.printer import stmt_text
 from ..models.hazards import decide
 
@@ -40,60 +31,47 @@ def explain_sync(kernels: tuple[KernelIR, ...], source: str) -> str:
             f"{len(decisions) - kept} removed"
         )
         for d in decisions:
-            call = "__syncthreads()" if d.barrier.scope == "block" else "__syncwarp()"
+            barrier = d.barrier
+            assert isinstance(barrier, Barrier)  # sync-elimination decides about barriers
+            call = "__syncthreads()" if barrier.scope == "block" else "__syncwarp()"
             state = "kept" if d.kept else "removed"
             if mode == "all" and d.why.startswith("redundant"):
                 state = "kept (sync all), though"
             out.append(f"  #{d.index} {call}  {state}")
-            loc = d.barrier.loc
+            loc = barrier.loc
             if loc.line:
                 directive = lines[loc.line - 1].strip() if loc.line <= len(lines) else ""
                 out.append(f"     placed by `{directive.split('#')[0].strip()}` at {loc}")
-            out.append(f"     what it orders: {d.barrier.reason}")
+            out.append(f"     what it orders: {barrier.reason}")
             out.append(f"     {d.why}")
     return "\n".join(out)
 
 
 def _handoffs(k: KernelIR) -> list[str]:
-    """A warp-specialized kernel's mbarrier handoffs, role by role: what each wait orders."""
+    """A warp-specialized kernel's mbarrier handoffs, role by role, with what the handoff
+    proof (tiledsl.models.mbarrier_hazards) found each one prevents."""
     roles = k.specialization
     assert roles is not None  # explain_sync asks only warp-specialized kernels
+    decisions = {id(d.barrier): d for d in k.sync_report}
+    kept = sum(d.kept for d in k.sync_report)
     out = [
-        f"kernel {k.name}: no block barriers in the main loop; the roles hand the stages over "
-        "through mbarriers (tiledsl.passes.warp_specialization)"
+        f"kernel {k.name} (sync {k.schedule.sync}): no block barriers in the main loop; the "
+        "roles hand the stages over through mbarriers (tiledsl.passes.warp_specialization). "
+        f"The handoff proof kept {kept} handoff statement(s) and removed "
+        f"{len(k.sync_report) - kept}: each one kept below says what goes wrong without it"
     ]
     for m in k.mbarriers:
         out.append(f"  mbarrier {m.name}[{m.slots}]: {m.arrivals} arrival(s) a phase; {m.purpose}")
     for role in roles.roles:
         out.append(f"  role {role.name}:")
         for s in walk(role.body):
-            if isinstance(s, Wait):
-                orders = (
-                    "the TMA bytes of the slot (and the producer's writes) before the "
-                    "consumers' wgmmas read it (RAW)"
-                    if s.bar.name == "full"
-                    else "the consumers' reads of the slot (their wgmmas retired) before the "
-                    "next TMA copy overwrites it (WAR)"
-                )
-                out.append(f"     {stmt_text(s)}")
-                out.append(f"       orders {orders}")
-            elif isinstance(s, TmaStoreWait):
-                out.append(f"     {stmt_text(s)}")
-                out.append(
-                    "       orders the TMA unit's reads of Cs before the block exits (its "
-                    "shared memory is gone then)"
-                    if s is role.body[-1]
-                    else "       orders the TMA unit's reads of Cs (the stores before) before "
-                    "the warpgroup writes Cs again, once the barrier after it has passed (WAR)"
-                )
-            elif isinstance(s, ProxyFence):
-                out.append(f"     {stmt_text(s)}")
-                out.append(
-                    "       orders each lane's stmatrix writes before the TMA unit's reads "
-                    "(the async proxy), with the barrier after it (RAW)"
-                )
-            elif isinstance(s, (ExpectTx, Arrive, TmaLoad, TmaStore)) or (
-                isinstance(s, Barrier) and s.scope == "warp"
-            ):
+            d = decisions.get(id(s))
+            if d is not None:
+                state = "kept" if d.kept else "removed"
+                if k.schedule.sync == "all" and d.why.startswith("redundant"):
+                    state = "kept (sync all), though"
+                out.append(f"     #{d.index} {state}: {stmt_text(s)}")
+                out += textwrap.wrap(d.why, 100, initial_indent=" " * 8, subsequent_indent=" " * 10)
+            elif isinstance(s, (TmaLoad, TmaStore)):
                 out.append(f"     {stmt_text(s)}")
     return out

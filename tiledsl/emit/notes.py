@@ -219,9 +219,11 @@ def _fragment_buffering(k: KernelIR) -> str:
 def _syncing(k: KernelIR) -> str:
     s = k.schedule
     if k.mbarriers:
+        kept = sum(d.kept for d in k.sync_report)
         return (
             "one block barrier, after the mbarriers' initialisation; the roles hand the "
-            "stages over through mbarriers (see --explain-sync)"
+            f"stages over through mbarriers, and the handoff proof kept {kept} handoff "
+            f"statement(s) and removed {len(k.sync_report) - kept} (see --explain-sync)"
         )
     if "sync-elimination" in k.passes:
         kept = sum(d.kept for d in k.sync_report)

@@ -578,6 +578,14 @@ class KernelIR:
         raise KeyError(name)
 
 
+#: What a consumer warpgroup issues from its lane 0 alone (the emitter's `if (lane == 0)`);
+#: the producer issues everything from one elected thread.
+ELECTED = (Arrive, ExpectTx, TmaLoad, TmaStore, TmaStoreWait)
+#: The statements that order a warp-specialized kernel's roles and lanes: what the handoff
+#: proof (tiledsl.models.mbarrier_hazards) decides about, one at a time.
+HANDOFFS = (Wait, Arrive, ExpectTx, Barrier, ProxyFence, TmaStoreWait)
+
+
 def async_mma(kernel: KernelIR) -> bool:
     """Whether the kernel's wgmmas read A and B asynchronously: once multi-buffering has
     grouped them (MmaCommit); before it the IR's mma is synchronous (interpretable, not yet

@@ -46,6 +46,7 @@ from ..ir.nodes import (
     MmaCommit,
     MmaWait,
     SharedTile,
+    Stmt,
     StoreFrag,
     async_mma,
     buffer_offsets,
@@ -83,7 +84,7 @@ class Hazard:
 @dataclass(frozen=True)
 class SyncDecision:
     index: int  # barriers numbered in program order, from 1
-    barrier: Barrier
+    barrier: Stmt  # a Barrier (or, for a warp-specialized kernel, any handoff statement)
     kept: bool
     why: str
 
@@ -152,35 +153,32 @@ class _Trace:
 
     def _access(self, tile: SharedTile, write: bool, issuer: str, sig: tuple, stmt) -> _Access:
         buf = self.k.buffer(tile.buffer)
-        size = DTYPE_BYTES[buf.dtype]
-        slot = np.asarray(evaluate(tile.slot, self.env))
-        r0 = np.asarray(evaluate(tile.offset[0], self.env))
-        c0 = np.asarray(evaluate(tile.offset[1], self.env))
-        if buf.xor:
-            # Swizzled chunks stay inside their line, not inside the tile's columns:
-            # the footprint is the tile's whole lines (a superset, so no hazard is missed).
-            l0, count = (r0, tile.rows) if buf.layout == "row" else (c0, tile.cols)
-            first = buf.line_span(slot, l0)[0]
-            last = buf.line_span(slot, l0 + count - 1)[1] - 1
-        else:
-            first = buf.element(slot, r0, c0)
-            last = buf.element(slot, r0 + tile.rows - 1, c0 + tile.cols - 1)
-        base = self.offsets[buf.name]
+        lo, hi = tile_bytes(self.k, self.offsets, tile, self.env)
         private = buf.per_warp and str(tile.slot) == "warp"
-        a = _Access(
-            self.pos,
-            self.pos,
-            base + int(np.min(first)) * size,
-            base + (int(np.max(last)) + 1) * size,
-            write,
-            issuer,
-            private,
-            sig,
-            stmt,
-            buf.name,
-        )
+        a = _Access(self.pos, self.pos, lo, hi, write, issuer, private, sig, stmt, buf.name)
         self.accesses.append(a)
         return a
+
+
+def tile_bytes(kernel: KernelIR, offsets: dict[str, int], tile: SharedTile, env) -> tuple[int, int]:
+    """The byte range [lo, hi) of the block's shared memory that `tile` may touch in `env`
+    (over every warp when the env's warp coordinates are arrays)."""
+    buf = kernel.buffer(tile.buffer)
+    size = DTYPE_BYTES[buf.dtype]
+    slot = np.asarray(evaluate(tile.slot, env))
+    r0 = np.asarray(evaluate(tile.offset[0], env))
+    c0 = np.asarray(evaluate(tile.offset[1], env))
+    if buf.xor:
+        # Swizzled chunks stay inside their line, not inside the tile's columns:
+        # the footprint is the tile's whole lines (a superset, so no hazard is missed).
+        l0, count = (r0, tile.rows) if buf.layout == "row" else (c0, tile.cols)
+        first = buf.line_span(slot, l0)[0]
+        last = buf.line_span(slot, l0 + count - 1)[1] - 1
+    else:
+        first = buf.element(slot, r0, c0)
+        last = buf.element(slot, r0 + tile.rows - 1, c0 + tile.cols - 1)
+    base = offsets[buf.name]
+    return base + int(np.min(first)) * size, base + (int(np.max(last)) + 1) * size
 
 
 def _needs(p: _Access, q: _Access) -> str | None:

@@ -44,6 +44,12 @@ persistent block's next tile starts computing while its last tile's C is still l
 With `persistent` the block loops over tiles `pid, pid + blocks, ...` (`blocks` is
 gridDim.x, the SM count at launch), in the swizzle's order (tiledsl.ir.grid); the
 producer runs ahead into the next tile's loads while the consumers store this tile's C.
+
+The kernel the pass returns has been proven (tiledsl.models.mbarrier_hazards): its
+handoffs order every shared-memory access under every interleaving of the roles, and no
+wait can deadlock. Each handoff statement's decision — the race or deadlock it prevents —
+is the kernel's `sync_report`, for `--explain-sync`; `sync minimal` would drop one the
+proof holds without (the pipeline has none).
 """
 
 from __future__ import annotations
@@ -90,6 +96,7 @@ from ..ir.nodes import (
     swizzle_panel,
     walk,
 )
+from ..models import mbarrier_hazards
 from ..models.registers import role_registers
 
 Q, TL, TILE, BLOCKS, TILES_VAR = Var("step"), Var("tl"), Var("tile"), Var("blocks"), Var("tiles")
@@ -131,15 +138,19 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
     )
     head: tuple[Stmt, ...] = (Let("tiles", TILES_M * TILES_N),) if s.persistent else ()
     used = {t.dst.buffer for t in loads}
-    return replace(
+    specialized = replace(
         kernel,
         body=(*head, roles),
         buffers=(*(b for b in kernel.buffers if b.name in used), *staging),
         mbarriers=_mbarriers(kernel),
         producer_warps=1,
         persistent=s.persistent,
-        sync_report=(),  # the pipeline's block barriers are gone: mbarriers hand over
     )
+    # The pipeline's block barriers are gone: the handoffs order the roles' accesses, and
+    # the proof says so (or refuses the kernel), with what each handoff statement prevents.
+    decisions, removed = mbarrier_hazards.decide(specialized, remove=s.sync == "minimal")
+    body = map_body(specialized.body, lambda st: () if id(st) in removed else st)
+    return replace(specialized, body=body, sync_report=decisions)
 
 
 def _producer(kernel: KernelIR, k_loop: For, step: Let, loads) -> tuple[Stmt, ...]:

@@ -22,6 +22,7 @@ import graphviz
 
 from ..ir.expr import to_c
 from ..ir.nodes import (
+    HANDOFFS,
     Arrive,
     AsyncCommit,
     AsyncWait,
@@ -256,7 +257,7 @@ class _Body:
 
     def decision(self, item: Item):
         """sync-elimination's decision about this barrier, if it made one."""
-        if not isinstance(item.stmt, Barrier):
+        if not isinstance(item.stmt, HANDOFFS):  # Barrier, and the mbarrier handoffs
             return None
         kept = item.status != "removed"
         for test in (lambda d: d.barrier is item.stmt, lambda d: d.barrier == item.stmt):
