@@ -26,6 +26,7 @@ CASES = [
     "tuned/wgmma_f32acc",  # the wgmma path: warpgroups, descriptors, the 128-byte swizzle
     "hopper/persistent",  # warp-specialization: TMA, mbarriers, roles, the tile loop
     "hopper/epilogue",  # epilogue_via tma: stmatrix into Cs, TMA stores, their waits
+    "hopper/pingpong",  # warp_specialize pingpong: two teams on alternate tiles, their turns
 ]
 
 

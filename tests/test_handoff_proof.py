@@ -136,8 +136,8 @@ EPILOGUE = [
     ("race", "WAR on As"),  # the producer's wait on empty: it overwrites a slot being read
     ("count", "unannounced bytes on full[0]"),  # expect_tx
     ("race", "RAW on As"),  # the consumers' wait on full: they read before the bytes land
-    ("deadlock", "a deadlock on empty[0]"),  # the release of the previous step's slot
-    ("deadlock", "a deadlock on empty[3]"),  # the release after a tile's last step
+    ("deadlock", "a deadlock on empty[0], full[0]"),  # the release of the previous step's slot
+    ("deadlock", "a deadlock on empty[3], full[3]"),  # the release after a tile's last step
     ("race", "WAR on Cs"),  # the store's wait before Cs is written again
     ("race", "WAR on Cs"),  # the warpgroup barrier after it (only lane 0 waited)
     ("race", "RAW on Cs"),  # fence.proxy.async: the lanes' writes, unseen by the TMA unit
@@ -171,10 +171,16 @@ def test_the_messages_say_who_where_and_at_what_size() -> None:
     k = kernel("epilogue")
     release = next(s for s in walk(k.body) if isinstance(s, Arrive) and "previous" in s.reason)
     assert str(problem(without(k, release))) == (
-        "a deadlock on empty[0] — the producer waits in `mbarrier.wait empty[step % STAGES] "
-        "parity (step / STAGES + 1) % 2` (tl = 0, kt = 4, step = 4) for phase 0 of empty[0], "
-        "which can complete only after that wait has passed (one block of 1 tile(s), 5 K "
-        "step(s) each)"
+        "a deadlock on empty[0], full[0] — consumer warpgroup 0 waits in `mbarrier.wait "
+        "full[step % STAGES] parity step / STAGES % 2` (tl = 0, kt = 4, step = 4) for the phase "
+        "of parity 1 of full[0], which is in phase 1 with 0 of 1 arrival(s) in and 0 byte(s) "
+        "still to land; consumer warpgroup 1 waits in `mbarrier.wait full[step % STAGES] "
+        "parity step / STAGES % 2` (tl = 0, kt = 4, step = 4) for the phase of parity 1 of "
+        "full[0], which is in phase 1 with 0 of 1 arrival(s) in and 0 byte(s) still to land; "
+        "the producer waits in `mbarrier.wait empty[step % STAGES] parity (step / STAGES + 1) "
+        "% 2` (tl = 0, kt = 4, step = 4) for the phase of parity 0 of empty[0], which is in "
+        "phase 0 with 0 of 2 arrival(s) in and 0 byte(s) still to land; nothing else can run "
+        "(one block of 1 tile(s), 5 K step(s) each)"
     )
     full = next(s for s in walk(k.body) if isinstance(s, Wait) and s.bar.name == "full")
     assert str(problem(without(k, full))) == (
@@ -210,13 +216,15 @@ def test_a_removed_wgmma_retire_is_caught(pending: int) -> None:
 
 def test_an_arrival_count_below_the_consumers_is_caught() -> None:
     """`empty` counting one arrival where two consumer warpgroups arrive: the first one's
-    release would free the slot while the other one's wgmmas still read it."""
+    release would free the slot while the other one's wgmmas still read it, and the other
+    one's counts toward the next phase."""
     k = kernel("epilogue")
     bars = tuple(
         dataclasses.replace(m, arrivals=1) if m.name == "empty" else m for m in k.mbarriers
     )
     err = problem(dataclasses.replace(k, mbarriers=bars))
-    assert (err.kind, err.headline) == ("count", "too many arrivals on empty[0]")
+    assert (err.kind, err.headline) == ("race", "an early arrival on empty[0]"), str(err)
+    assert "consumer warpgroup 1 (lane 0)" in str(err)
 
 
 def test_one_warpgroup_that_does_not_release_is_caught() -> None:

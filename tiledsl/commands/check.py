@@ -198,8 +198,9 @@ def _threads(kernel: KernelIR) -> list[str]:
         if kernel.producer_warps
         else ""
     )
+    teams = f"{kernel.teams} teams (pingpong, alternate tiles) of " if kernel.teams > 1 else ""
     out.append(
-        f"  threads   {kernel.threads} per block = {kernel.warp_count} {unit} "
+        f"  threads   {kernel.threads} per block = {teams}{kernel.warp_count} {unit} "
         f"({wm} x {wn}) of {kernel.warp_width} lanes{producer} (limit {t.max_threads_per_block})"
     )
     op = s.path.mma_call
@@ -462,7 +463,10 @@ def schedule_line(kernel: KernelIR) -> str:
         parts.append(f"fragment_buffers {s.fragment_buffers}")
     if s.stages >= 1:
         parts.append("copy tma" if s.copy_mode == "tma" else f"copy {s.copy_mode} {s.copy_bytes}")
-    parts += [name for name in ("warp_specialize", "persistent") if getattr(s, name)]
+    if s.warp_specialize:
+        parts.append("warp_specialize" + (" pingpong" if s.pingpong else ""))
+    if s.persistent:
+        parts.append("persistent")
     pads = ", ".join(
         f"{b[:-1]} {kernel.buffer(b).pitch - kernel.buffer(b).line_length}"
         for b in tile_buffers(kernel)

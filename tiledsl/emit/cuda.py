@@ -158,12 +158,21 @@ __device__ __forceinline__ void cp_async_wait() {
             f"WARP_SIZE = {k.warp_width}, THREADS = {k.threads};",
             *(
                 [
+                    f"constexpr int TEAMS = {k.teams};  // warp_specialize pingpong: teams of "
+                    "WARPS_M x WARPS_N consumer warpgroups, each on every other tile of the block"
+                ]
+                if k.teams > 1
+                else []
+            ),
+            *(
+                [
                     'static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: '
                     'WARPS_M x WARPS_N warps");'
                 ]
                 if not k.producer_warps
                 else [
-                    f"static_assert((WARPS_M * WARPS_N + {k.producer_warps}) * WARP_SIZE == "
+                    f"static_assert((WARPS_M * WARPS_N{' * TEAMS' if k.teams > 1 else ''} + "
+                    f"{k.producer_warps}) * WARP_SIZE == "
                     'THREADS, "the consumer warpgroups and the producer");'
                 ]
             ),
@@ -270,8 +279,19 @@ __device__ __forceinline__ void cp_async_wait() {
             isinstance(s, Copy) and s.by == "warp" for s in walk(k.body)
         ):
             out.append("const int lane = threadIdx.x % WARP_SIZE;")
+        if k.teams > 1:
+            out += [
+                "const int team = warp / (WARPS_M * WARPS_N);  // pingpong: the warpgroup's "
+                "team (the producer's is TEAMS)",
+                "const int wm = warp % (WARPS_M * WARPS_N) / WARPS_N, wn = warp % WARPS_N;  "
+                "// the warp's place in its team's tile",
+            ]
+        else:
+            out.append(
+                "const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in "
+                "the block"
+            )
         out += [
-            "const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in the block",
             f"const int tiles_m = {to_c(tiles['tiles_m'])}, tiles_n = {to_c(tiles['tiles_n'])};",
             "const int pid = blockIdx.x;  // "
             + (

@@ -170,12 +170,16 @@ def prologue(k: KernelIR) -> list[str]:
             f"unsigned long long* {m.name} = reinterpret_cast<unsigned long long*>(smem + "
             f"{offsets[m.name]});  // {m.purpose}"
         )
-    out += ["if (threadIdx.x == 0) {", "    for (int s = 0; s < STAGES; ++s) {"]
+    out.append("if (threadIdx.x == 0) {")
+    # one loop per array length: the stages' barriers, then (pingpong) the teams' turns
+    for name in ("STAGES", "TEAMS"):
+        arrays = [m for m in k.mbarriers if (m.name == "turn") == (name == "TEAMS")]
+        if not arrays:
+            continue
+        out.append(f"    for (int s = 0; s < {name}; ++s) {{")
+        out += [f"        mbarrier_init(&{m.name}[s], {_arrivals(k, m.arrivals)});" for m in arrays]
+        out.append("    }")
     out += [
-        f"        mbarrier_init(&{m.name}[s], {_arrivals(k, m.arrivals)});" for m in k.mbarriers
-    ]
-    out += [
-        "    }",
         "    mbarrier_init_fence();",
         "}",
         "__syncthreads();  // the barriers are initialised before any role uses them",
@@ -183,6 +187,11 @@ def prologue(k: KernelIR) -> list[str]:
     if k.persistent:
         out.append("const int blocks = gridDim.x;  // persistent: the launch's SM count")
     return out
+
+
+def _consumers(k: KernelIR) -> str:
+    """The consumer warpgroups, in the constants' names: the producer's warpgroup index."""
+    return "WARPS_M * WARPS_N" + (" * TEAMS" if k.teams > 1 else "")
 
 
 def _arrivals(k: KernelIR, n: int) -> str:
@@ -196,7 +205,7 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
         case Roles():
             producer, consumer = s.producer, s.consumer
             return [
-                "if (warp == WARPS_M * WARPS_N) {  // the producer warpgroup: one thread "
+                f"if (warp == {_consumers(k)}) {{  // the producer warpgroup: one thread "
                 "issues the TMA copies",
                 "    setmaxnreg_dec<PRODUCER_REGISTERS>();  // registers back to the consumers",
                 "    if (lane == 0) {",

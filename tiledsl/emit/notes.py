@@ -170,10 +170,17 @@ def _copying(k: KernelIR) -> str:
 def _specializing(k: KernelIR) -> str:
     if not k.producer_warps:
         return f"{LATER}: every warp copies and computes"
+    teams = (
+        f", in {k.teams} teams of {k.warp_count} that take the block's tiles in turn "
+        "(pingpong: one team's epilogue runs while the other computes; a `turn` mbarrier "
+        "per team orders their K loops)"
+        if k.teams > 1
+        else ""
+    )
     return (
-        f"warpgroup {k.warp_count} is the producer (one thread issues the TMA copies, "
-        f"setmaxnreg down), warpgroups 0-{k.warp_count - 1} the consumers (the wgmmas, "
-        "setmaxnreg up), handing slots over through mbarriers"
+        f"warpgroup {k.consumer_warps} is the producer (one thread issues the TMA copies, "
+        f"setmaxnreg down), warpgroups 0-{k.consumer_warps - 1} the consumers (the wgmmas, "
+        f"setmaxnreg up){teams}, handing slots over through mbarriers"
     )
 
 

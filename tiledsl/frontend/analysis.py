@@ -359,10 +359,11 @@ def shared_memory_bytes(sched: Schedule, gemm: Gemm, staged_c: bool) -> int:
         # its own bytes after the stages: the producer refills those while C leaves
         rows = sched.mma[0] * sched.coarsen[0]
         c_bytes = DTYPE_BYTES.get(gemm.c.dtype, 2)
-        size = sched.warps[0] * sched.warps[1] * rows * sched.store_columns * c_bytes
+        size = sched.consumer_warpgroups * rows * sched.store_columns * c_bytes
         end = max(end, aligned(start + size, SMEM_ALIGN))
     if end and sched.warp_specialize:
         end += 2 * 8 * sched.stages  # a `full` and an `empty` mbarrier per stage
+        end += 8 * sched.teams if sched.teams > 1 else 0  # pingpong: a `turn` per team
     return end + path.smem_slack if end else end
 
 

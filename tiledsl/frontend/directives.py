@@ -299,7 +299,10 @@ _READERS = {
     "copy": _read_copy,
     "pad": _read_pad,
     "swizzle": _read_swizzle,
-    "warp_specialize": lambda d, errs: {"warp_specialize": True},
+    "warp_specialize": lambda d, errs: {
+        "warp_specialize": True,
+        "pingpong": _word(d) == "pingpong",
+    },
     "persistent": lambda d, errs: {"persistent": True},
     "sync": _simple("sync"),
     "load_order": _simple("load_order"),

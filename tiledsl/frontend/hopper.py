@@ -8,7 +8,7 @@ refused here with the directive's location before anything is built:
   pipeline (`stages` ≥ 2) and f16 or bf16 inputs;
 * `copy tma` and `warp_specialize` together (a TMA pipeline without a producer
   warpgroup, and a producer that copies with cp.async, are not built yet), and
-  `persistent` only with them;
+  `persistent` only with them; `warp_specialize pingpong` only with `persistent`;
 * what the first version does not build yet: `C +=`, a batch, `epilogue_via shared`;
 * `epilogue_via tma` only on a warp-specialized kernel, with a row-major C and a
   consumer warpgroup at least one 128-byte panel wide;
@@ -85,6 +85,13 @@ def _check_together(sched: Schedule, errs: Collector) -> None:
             sched.loc("persistent"),
             "persistent is built for warp-specialized kernels only",
             "add `copy tma` and `warp_specialize`",
+        )
+    if sched.pingpong and not sched.persistent:
+        errs.add(
+            sched.loc("warp_specialize"),
+            "warp_specialize pingpong gives a block's tiles to its two consumer teams in "
+            "turn, so a block needs a loop over tiles",
+            "add `persistent`",
         )
     if sched.stages < 2:
         errs.add(
@@ -168,8 +175,7 @@ CONSUMER_OVERHEAD = 26
 
 
 def _check_role_registers(sched: Schedule, target: Target, errs: Collector) -> None:
-    warps_m, warps_n = sched.warps
-    consumers = warps_m * warps_n
+    consumers = sched.consumer_warpgroups
     if consumers < 1:
         return  # the block and mma shapes are already refused (no warpgroup fits)
     split = role_registers(consumers, target)

@@ -56,7 +56,7 @@ GENERATED = frozenset(
     # the kernel's constants (its `NAME_schedule` namespace)
     """ BM BN BK MMA_M MMA_N MMA_K WARPS_M WARPS_N WARP_SIZE THREADS GROUP_M PANEL_N ALPHA
     BETA Cs CS_ROWS CS_COLS CS_PITCH STAGES STAGE_BYTES STORE_COLUMNS PRODUCER_REGISTERS
-    CONSUMER_REGISTERS"""
+    CONSUMER_REGISTERS TEAMS"""
     # MUSA's host launcher calls the kernel beside this local
     """ blocks""".split()
 )
@@ -68,7 +68,7 @@ GENERATED_LOCALS = frozenset(
     lbo sbo tile smem smem_base warp lane wm wn tiles_m tiles_n pid bz width group first_m
     group_m panel idx first_n row bm bn kt kk s it v r c e gr gc x a b acc p q d f g i j
     t n8 REGISTERS arrivals bar bytes done parity map y full empty step tiles tl src r0 r1 r2
-    r3 lo hi pair sr sc h er ec""".split()
+    r3 lo hi pair sr sc h er ec team turn""".split()
 )
 
 #: Helpers named per instruction shape or variant: `wgmma_m64n128k16_f16_f32`,

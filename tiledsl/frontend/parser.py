@@ -190,7 +190,8 @@ USAGE = {
     "fragment_buffers": "fragment_buffers takes 1 or 2, e.g. fragment_buffers 2",
     "copy": "copy takes 'async' or 'sync' and a width in bytes, e.g. copy async 16, "
     "or 'tma' alone (Hopper's tensor memory accelerator)",
-    "warp_specialize": "warp_specialize takes nothing: one producer warpgroup feeds the others",
+    "warp_specialize": "warp_specialize takes nothing, `cooperative` (the default: the consumer "
+    "warpgroups share each tile) or `pingpong` (two consumer teams on alternate tiles)",
     "persistent": "persistent takes nothing: one block per SM, each looping over tiles",
     "pad": "pad is written pad auto, pad none, pad xor, or pad A 8, B 8",
     "swizzle": "swizzle is written swizzle none, swizzle grouped G, swizzle snake G or "

@@ -10,7 +10,9 @@ of shared memory.
 
 Two agents, the producer (0) and the consumer (1, every consumer warpgroup together: they
 run in lock-step, and among themselves the phase race log of tiledsl.interp.races keeps
-watch). Each agent's clock is a vector of two counters; its own counter moves on after
+watch) — or, with `warp_specialize pingpong`, the producer and one agent per team of
+consumer warpgroups (1, 2), each on tiles of its own. Each agent's clock is a vector of a
+counter per agent; its own counter moves on after
 every release and at every TMA issue, so an access is covered by exactly the releases
 that follow it in program order. The TMA unit's writes are the producer's, ordered after
 the producer's clock at their issue (FastTrack's epochs, Flanagan and Freund, PLDI 2009).
@@ -39,11 +41,14 @@ PRODUCER, CONSUMER = 0, 1
 
 
 class HappensBefore:
-    def __init__(self, kernel: KernelIR, offsets: dict[str, int], units: int, pid: int):
+    def __init__(
+        self, kernel: KernelIR, offsets: dict[str, int], units: int, pid: int, agents=AGENTS
+    ):
         self.kernel = kernel
         self.offsets = offsets
         self.pid = pid
-        n = len(AGENTS)
+        self.agents = agents
+        n = len(agents)
         # clocks[a][b]: what agent a knows of agent b's counter; a's own starts at 1 so
         # that an access before any release is still unseen by the other agent (epoch 0)
         self.clocks = [[int(a == b) for b in range(n)] for a in range(n)]
@@ -103,7 +108,7 @@ class HappensBefore:
     def write(self, agent: int, clock, units, stmt) -> None:
         """`agent` writes `units` with `clock` (its clock now, or a TMA copy's at issue)."""
         u = np.asarray(units).ravel()
-        for b in range(len(AGENTS)):
+        for b in range(len(self.agents)):
             if b == agent:
                 continue
             bad = self.r_epoch[b, u] > clock[b]
@@ -149,7 +154,8 @@ class HappensBefore:
         place = where(self.kernel, self.offsets, unit * UNIT, text_b)
         raise RaceError(
             f"shared-memory race on {place} in block {self.pid}: {kind_a} by the "
-            f"{AGENTS[a]} role in `{text_a}` and {kind_b} by the {AGENTS[b]} role in "
-            f"`{text_b}`, which no mbarrier handoff orders after it (the {AGENTS[b]} never "
-            f"waited on a phase that the {AGENTS[a]} released into after its {kind_a})"
+            f"{self.agents[a]} role in `{text_a}` and {kind_b} by the {self.agents[b]} role "
+            f"in `{text_b}`, which no mbarrier handoff orders after it (the {self.agents[b]} "
+            f"never waited on a phase that the {self.agents[a]} released into after its "
+            f"{kind_a})"
         )

@@ -191,6 +191,7 @@ class _Agent:
     thread0: int  # its first thread
     index: int  # its agent in the clocks
     in_role: bool
+    team: int | None = None  # pingpong: which team of consumer warpgroups it is
     uncommitted: list[_Pending] = field(default_factory=list)
     groups: list[list[_Pending]] = field(default_factory=list)
     # wgmma reads in flight: (units, issuers, stmt) per read, grouped like cp.async's
@@ -204,7 +205,8 @@ class _Agent:
 
     @property
     def who(self) -> str:
-        return f" in the {self.role} role" if self.in_role else ""
+        team = f" (team {self.team})" if self.team is not None else ""
+        return f" in the {self.role} role{team}" if self.in_role else ""
 
     def where(self) -> str:
         """Its statement, and the values of its loop variables and of the names (lets) the
@@ -291,10 +293,16 @@ class _Interpreter:
         self.arena_bytes = max(
             [self.offsets[b.name] + b.size_bytes for b in kernel.buffers], default=0
         )
-        self.warp_env = kernel.warp_coords()
+        self.warp_env = kernel.warp_coords()  # every consumer warp's, of every team
         self.async_mma = async_mma(kernel)
         self.races = RaceLog(kernel, self.offsets)
         self.roles = has_roles(kernel)
+        # the roles' agents in the clocks: the producer, then each team of consumers
+        self.agents = (
+            ("producer", "consumer")
+            if kernel.teams == 1
+            else ("producer", *(f"consumer team {t}" for t in range(kernel.teams)))
+        )
 
     def run(self) -> Stats:
         grid = {
@@ -334,8 +342,12 @@ class _Interpreter:
             mma_busy=np.zeros(units, np.int32),
             store_busy=np.zeros(units, np.int32),
             unfenced=np.full(units, -1, np.int32),
-            bars=MBarriers(self.kernel) if self.kernel.mbarriers else None,
-            clocks=HappensBefore(self.kernel, self.offsets, units, pid) if self.roles else None,
+            bars=MBarriers(self.kernel, len(self.agents)) if self.kernel.mbarriers else None,
+            clocks=(
+                HappensBefore(self.kernel, self.offsets, units, pid, self.agents)
+                if self.roles
+                else None
+            ),
         )
         self.races.start_block(pid)
         agent = _Agent(
@@ -410,26 +422,38 @@ class _Interpreter:
             {},
             1,
             1,
-            self.warps * self.warp_width,  # one elected thread of the warpgroup after them
+            self.kernel.consumer_warps * self.warp_width,  # one elected thread after them
             PRODUCER,
             True,
         )
-        env = dict(ag.env)
-        consumer = _Agent(
-            "consumer",
-            blk,
-            env,
-            ag.memory.with_env(env),
-            ag.frags,
-            self.warps,
-            self.warps * self.warp_width,
-            0,
-            CONSUMER,
-            True,
-        )
-        self._schedule(blk, [(producer, s.producer.body), (consumer, s.consumer.body)])
+        teams = self.kernel.teams
+        consumers = []
+        for team in range(teams):
+            # a team: the IR's warps again, with its own warp ids, accumulators and clock
+            warps = slice(team * self.warps, (team + 1) * self.warps)
+            team_env = {**env, **{name: a[warps] for name, a in self.warp_env.items()}}
+            if teams > 1:
+                team_env["team"] = team  # one value for the whole team: its tiles, its turn
+            frags = ag.frags if teams == 1 else {n: np.zeros_like(f) for n, f in ag.frags.items()}
+            consumer = _Agent(
+                "consumer",
+                blk,
+                team_env,
+                ag.memory.with_env(team_env, team * self.warps),
+                frags,
+                self.warps,
+                self.warps * self.warp_width,
+                team * self.warps * self.warp_width,
+                CONSUMER + team,
+                True,
+                team=team if teams > 1 else None,
+            )
+            consumers.append(consumer)
+        bodies = [(producer, s.producer.body)] + [(c, s.consumer.body) for c in consumers]
+        self._schedule(blk, bodies)
         self._finish(producer)
-        self._finish(consumer)
+        for consumer in consumers:
+            self._finish(consumer)
 
     def _wait(self, ag: _Agent, s: Wait):
         """mbarrier.try_wait.parity in a loop: blocked until the phase completes."""
@@ -524,7 +548,7 @@ class _Interpreter:
         check_tma(ag.memory, s, text)
         data, flat, units, _ = ag.memory.warp_tile(s.src, text)
         assert units is not None  # a shared tile has units
-        issuers = (np.arange(self.warps) * self.warp_width).reshape(
+        issuers = (ag.thread0 + np.arange(ag.warps) * self.warp_width).reshape(
             -1, *([1] * (units.ndim - 1))
         )  # thread 0 of each warpgroup issues it
         self._not_in_flight(ag, units, s)
@@ -653,7 +677,7 @@ class _Interpreter:
                 self.races.check_phase()
                 self.stats.block_barriers += 1
             case Barrier():
-                self.races.warp_barrier()
+                self.races.warp_barrier(ag.env["warp"])
                 self.stats.warp_barriers += 1
             case Arrive() | ExpectTx():
                 self._arrive(ag, s)
@@ -835,7 +859,8 @@ class _Interpreter:
         if c.by == "block":
             return np.broadcast_to((v % ag.threads)[:, None], cols.shape)[None]
         lanes = (v % self.warp_width)[:, None]
-        return (np.arange(self.warps) * self.warp_width)[:, None, None] + lanes[None]
+        first = ag.thread0 + np.arange(ag.warps) * self.warp_width
+        return first[:, None, None] + lanes[None]
 
     def _guard(self, ag: _Agent, c: Copy, inside: list | None, shape) -> tuple:
         """(in-bounds mask or None, chunks moved as one vector) of a copy."""

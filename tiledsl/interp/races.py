@@ -46,7 +46,7 @@ class RaceLog:
         self.offsets = offsets
         self.threads = kernel.threads
         self.warp_width = kernel.warp_width
-        self.warps = kernel.warp_count
+        self.warps = kernel.consumer_warps
         # Each logged statement's text, once for the whole grid: a report needs it, and
         # printing a statement at every access would cost more than the access.
         self.texts: list[str] = []
@@ -60,8 +60,9 @@ class RaceLog:
         self.epochs = np.zeros(self.warps, np.int64)
         self.pid = pid
 
-    def warp_barrier(self) -> None:
-        self.epochs += 1
+    def warp_barrier(self, warps) -> None:
+        """`warps` (their ids) pass a warp barrier: each one's epoch moves on."""
+        self.epochs[warps] += 1
 
     def record(self, units, issuers, write: bool, stmt) -> None:
         """`stmt` read (or wrote) `units`, each by its issuer (`issuers` broadcasts to them)."""

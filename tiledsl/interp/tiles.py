@@ -59,6 +59,7 @@ class Memory:
         self.offsets = offsets
         self.env = env
         self.warps = kernel.warp_count
+        self.first_warp = 0  # the first of the warps it evaluates for (a team's)
         self.threads = kernel.threads
         self.arena = np.full(arena_bytes, 0xFF, np.uint8)
         self.views: dict[str, np.ndarray] = {
@@ -68,11 +69,12 @@ class Memory:
             for b in kernel.buffers
         }
 
-    def with_env(self, env: dict) -> Memory:
+    def with_env(self, env: dict, first_warp: int = 0) -> Memory:
         """The same memory (arena, views, arrays) seen from another environment: a role's,
-        whose loop variables and names are its own."""
+        whose loop variables and names are its own (a team's: from its first warp on)."""
         other = copy.copy(self)
         other.env = env
+        other.first_warp = first_warp
         return other
 
     def dtype(self, tile: Tile) -> str:
@@ -103,7 +105,8 @@ class Memory:
         if units is None:
             return data, flat, None, None
         units = np.broadcast_to(units, (self.warps, *units.shape[1:]))
-        issuers = (self.threads + np.arange(self.warps)).reshape(-1, *([1] * (units.ndim - 1)))
+        warps = self.first_warp + np.arange(self.warps)
+        issuers = (self.threads + warps).reshape(-1, *([1] * (units.ndim - 1)))
         return data, flat, units, issuers
 
     def _per_warp(self, e, rows):

@@ -507,6 +507,7 @@ class KernelIR:
     sync_report: tuple = ()  # sync-elimination's decision per barrier (hazards.SyncDecision)
     mbarriers: tuple[MBarrier, ...] = ()  # after the shared buffers (warp specialization)
     producer_warps: int = 0  # warpgroups beside the IR warps (warp specialization's producer)
+    teams: int = 1  # copies of the IR warps, each on a tile of its own (`warp_specialize pingpong`)
     persistent: bool = False  # gridDim.x blocks (the SM count), each looping over tiles
     # The guarded twin for sizes that are not multiples of the block tile (tiledsl.lowering.edges);
     # this kernel, unguarded, is the fast path for sizes that are.
@@ -522,9 +523,14 @@ class KernelIR:
         return lanes_per_warp(self.schedule, self.target)
 
     @property
+    def consumer_warps(self) -> int:
+        """The warps (warpgroups) that run the IR's warp code: `teams` of the IR's warps."""
+        return self.warp_count * self.teams
+
+    @property
     def threads(self) -> int:
-        """Threads of the block: the IR warps', and the producer warpgroup's if any."""
-        return (self.warp_count + self.producer_warps) * self.warp_width
+        """Threads of the block: the IR warps' (every team's), and the producer's if any."""
+        return (self.consumer_warps + self.producer_warps) * self.warp_width
 
     @property
     def smem_bytes(self) -> int:
@@ -554,12 +560,20 @@ class KernelIR:
         return out
 
     def warp_coords(self) -> dict:
-        """`warp`, `wm`, `wn` of every warp of a block, as numpy arrays (as the emitted
-        prologue computes them: wm = warp / WARPS_N, wn = warp % WARPS_N)."""
+        """`warp`, `wm`, `wn` (and, with teams, `team`) of every warp of a block that runs
+        the IR's warp code, as numpy arrays, as the emitted prologue computes them:
+        wm = warp % WARPS / WARPS_N, wn = warp % WARPS_N, team = warp / WARPS."""
         import numpy as np
 
-        warp = np.arange(self.warp_count)
-        return {"warp": warp, "wm": warp // self.warps[1], "wn": warp % self.warps[1]}
+        warp = np.arange(self.consumer_warps)
+        coords = {
+            "warp": warp,
+            "wm": warp % self.warp_count // self.warps[1],
+            "wn": warp % self.warps[1],
+        }
+        if self.teams > 1:
+            coords["team"] = warp // self.warp_count
+        return coords
 
     def buffer(self, name: str) -> SharedBuffer:
         for b in self.buffers:

@@ -58,6 +58,7 @@ def print_ir(kernel: KernelIR) -> str:
         f"  consts   {', '.join(f'{n} = {c.value}' for n, c in consts.items())}",
         f"  grid     ceil(M / BM) x ceil(N / BN) block tiles, swizzle {_swizzle(kernel)}",
         f"  warps    {kernel.warps[0]} x {kernel.warps[1]} ({kernel.threads} threads"
+        + (f", {kernel.teams} teams of them on alternate tiles" if kernel.teams > 1 else "")
         + (
             f", {kernel.producer_warps} producer warpgroup after them"
             if kernel.producer_warps

@@ -39,6 +39,10 @@ class Schedule:
     # Hopper: a producer warpgroup issues the copies (TMA), the IR warps compute; and one
     # block per SM looping over output tiles (tiledsl.passes.warp_specialization)
     warp_specialize: bool = False
+    # `warp_specialize pingpong`: two teams of consumer warpgroups (each the IR's warps, on
+    # a tile of its own) take the block's tiles in turn, so that one team's epilogue runs
+    # while the other computes; `cooperative` (the default): one team shares every tile
+    pingpong: bool = False
     persistent: bool = False
     pad: PadMode = "auto"  # explicit: `pad A n, B n`
     pad_a: int = 0
@@ -81,6 +85,17 @@ class Schedule:
         m, n, _ = self.mma
         cm, cn = self.coarsen
         return bm // (m * cm), bn // (n * cn)
+
+    @property
+    def teams(self) -> int:
+        """Teams of consumer warpgroups, each the IR's warps on a tile of its own."""
+        return 2 if self.pingpong else 1
+
+    @property
+    def consumer_warpgroups(self) -> int:
+        """The warpgroups that run the IR's warp code: `teams` of the block's warps."""
+        warps_m, warps_n = self.warps
+        return warps_m * warps_n * self.teams
 
 
 def named_constants(s: Schedule) -> dict[str, Const]:

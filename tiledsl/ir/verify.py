@@ -25,8 +25,8 @@ from .nodes import (
     fragment_tile,
 )
 
-KERNEL_VARS = frozenset({"bm", "bn", "wm", "wn", "warp"})
-THREAD_VARS = frozenset({"wm", "wn", "warp"})  # differ between threads of one block
+KERNEL_VARS = frozenset({"bm", "bn", "wm", "wn", "warp", "team"})
+THREAD_VARS = frozenset({"wm", "wn", "warp", "team"})  # differ between threads of one block
 
 
 def limit_problems(kernel: KernelIR, stage: str, final_stage: str) -> list:
@@ -74,7 +74,8 @@ def verify(kernel: KernelIR, after: str = "lower") -> None:
     bounds = {
         "wm": (0, kernel.warps[0] - 1),
         "wn": (0, kernel.warps[1] - 1),
-        "warp": (0, kernel.warp_count - 1),
+        "warp": (0, kernel.consumer_warps - 1),
+        "team": (0, kernel.teams - 1),
     }
     sizes = set(kernel.gemm.size_args)
 

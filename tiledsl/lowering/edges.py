@@ -82,7 +82,12 @@ def _classic(schedule):
     if not schedule.warp_specialize:
         return schedule
     return replace(
-        schedule, copy_mode="async", copy_bytes=16, warp_specialize=False, persistent=False
+        schedule,
+        copy_mode="async",
+        copy_bytes=16,
+        warp_specialize=False,
+        pingpong=False,
+        persistent=False,
     )
 
 

@@ -19,17 +19,18 @@ issue; phase n of an mbarrier completes after its arrivals and the bytes that la
 a wait for phase n follows that completion.
 
 Which phase a wait observes and which one an arrival counts toward are the hardware's
-count, not the program's text, so the analysis takes the protocol every pipeline follows
-— a thread arrives on a barrier once a phase, its k-th arrival counts toward phase k; a
-wait on parity x is for the next phase of that parity after the one the thread last
-waited for (a wait on parity 1 of a fresh barrier: "phase -1", passed at once) — and then
-proves that no interleaving departs from it:
+count, not the program's text, so the analysis first runs the block once in a canonical
+interleaving — the consumers whenever they can, a TMA copy landing as soon as it is issued,
+each mbarrier counting as the hardware does (a wait on parity x passes while the current
+phase's parity differs from x) — which gives every event its phase, and then proves that
+no interleaving gives any event another one:
 
-  - an arrival for phase k > 0 comes after phase k - 1 completed (it cannot count early);
-  - a wait for phase n comes after phase n - 1 completed (else it could pass on phase
-    n - 2, of the same parity), and phase n + 1 cannot complete before it (else it would
-    miss its phase and wait for n + 2);
-  - each phase gets exactly its arrivals, and exactly the bytes its expect_tx announced.
+  - an arrival, or a TMA copy's bytes, counted toward phase k > 0 comes after phase
+    k - 1 completed (it cannot count early), and phase k needs it (it cannot count late);
+  - a wait that observed phase n complete comes after phase n - 1 completed (else it
+    could pass on phase n - 2, of the same parity), and phase n + 1 cannot complete
+    before it (else it would wait on, for phase n + 2);
+  - a phase never has more arrivals than its count, nor more bytes than were announced.
 
 Given that, two accesses to a byte of shared memory, one a write, that are not the same
 thread's in program order must be ordered by the graph: the first one's end (a TMA copy's
@@ -45,6 +46,7 @@ the proof still holds would be removed (none of the pipeline's is: the proof is 
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field, replace
 
 from ..errors import error
@@ -125,30 +127,28 @@ class _Actor:
     stores: list[_Access] = field(default_factory=list)  # TMA store reads not waited for
 
 
-@dataclass
-class _Arrival:
-    node: int
-    thread: int
-    nbytes: int  # announced (expect_tx)
-    stmt: object
-    where: str
+@dataclass(order=True)
+class _Event:
+    """An mbarrier event: an arrival (with expect_tx, the bytes it announces), a TMA copy's
+    landing (its bytes), or a wait (its parity). `phase`: in the canonical interleaving,
+    the phase it counts toward, or (a wait) the phase it observed complete."""
 
-
-@dataclass
-class _Wait:
+    kind: str  # "arrive", "land" or "wait"
     node: int
     thread: int
     bar: tuple[str, int]
-    phase: int
+    value: int  # bytes (arrive: announced, land: delivered), or the parity (wait)
     stmt: object
     where: str
+    phase: int = -1
 
 
 class _Block:
     """One block's roles traced at one size: the graph, the accesses, the handoffs."""
 
-    def __init__(self, kernel: KernelIR, env: dict):
+    def __init__(self, kernel: KernelIR, env: dict, consumers_first: bool = True):
         self.k = kernel
+        self.consumers_first = consumers_first
         self.offsets = buffer_offsets(kernel)
         self.env = env
         self.preds: list[list[int]] = []
@@ -156,14 +156,9 @@ class _Block:
         self.thread_names: list[str] = []
         self.accesses: list[_Access] = []
         self.fences: dict[int, list[int]] = {}
-        self.arrivals: dict[tuple[str, int], dict[int, list[_Arrival]]] = {}
-        self.landings: list[tuple[tuple[str, int], int, int, int, object, str]] = []
-        self.waits: list[_Wait] = []
-        self.waited: dict[
-            tuple[int, tuple[str, int]], int
-        ] = {}  # the phase a thread last waited for
+        self.events: dict[int, _Event] = {}  # by node
+        self.complete: dict[tuple[tuple[str, int], int], int] = {}  # (bar, phase) -> node
         self.actors: list[_Actor] = []
-        self.sorted: set[int] = set()  # the nodes a topological order reached
 
     # ------------------------------------------------------------ the graph
     def node(self, preds) -> int:
@@ -197,14 +192,19 @@ class _Block:
         producer = _Actor("the producer", (self.thread("the producer"),), dict(self.env))
         self.actors.append(producer)
         coords = self.k.warp_coords()
-        for w in range(self.k.warp_count):
+        for w in range(self.k.consumer_warps):
             name = f"consumer warpgroup {w}"
             threads = (self.thread(f"{name} (lane 0)"), self.thread(f"{name} (other lanes)"))
             env = {**self.env, **{v: int(a[w]) for v, a in coords.items()}}
             self.actors.append(_Actor(name, threads, env))
-        self.body(producer, roles.producer.body)
+        # the canonical interleaving runs the lowest ready node first: whoever is traced
+        # first runs as soon as it can, the others only when it waits
+        if not self.consumers_first:
+            self.body(producer, roles.producer.body)
         for actor in self.actors[1:]:
             self.body(actor, roles.consumer.body)
+        if self.consumers_first:
+            self.body(producer, roles.producer.body)
 
     def body(self, a: _Actor, body) -> None:
         for s in body:
@@ -232,23 +232,17 @@ class _Block:
                 bar = self.bar(s.bar, a.env)
                 parity = int(evaluate(s.parity, a.env)) % 2
                 for t in issuers:
-                    before = self.waited.get((t, bar), -2)
-                    phase = before + 1 if (before + 1) % 2 == parity else before + 2
-                    self.waited[(t, bar)] = phase
-                    self.waits.append(_Wait(self.step(t), t, bar, phase, s, where))
+                    self.event("wait", self.step(t), t, bar, parity, s, where)
             case Arrive() | ExpectTx():
                 bar = self.bar(s.bar, a.env)
                 nbytes = s.bytes if isinstance(s, ExpectTx) else 0
-                per = self.arrivals.setdefault(bar, {}).setdefault(elected, [])
-                per.append(_Arrival(self.step(elected), elected, nbytes, s, where))
+                self.event("arrive", self.step(elected), elected, bar, nbytes, s, where)
             case TmaLoad():
                 bar = self.bar(s.bar, a.env)
                 issue = self.step(elected)
                 land = self.node([issue])
-                mine = self.arrivals.get(bar, {}).get(elected, [])
-                phase = len(mine) - 1  # the phase of this thread's latest expect_tx on it
                 nbytes = s.dst.rows * s.dst.cols * DTYPE_BYTES[self.k.buffer(s.dst.buffer).dtype]
-                self.landings.append((bar, phase, land, nbytes, s, where))
+                self.event("land", land, elected, bar, nbytes, s, where)
                 self.access(s.dst, a, elected, True, True, issue, land, s, None)
             case LoadFrag() if isinstance(s.src, SharedTile):
                 a.reads.append((s.src, tile_bytes(self.k, self.offsets, s.src, a.env), s))
@@ -309,6 +303,9 @@ class _Block:
         self.accesses.append(acc)
         return acc
 
+    def event(self, kind, node, thread, bar, value, stmt, where) -> None:
+        self.events[node] = _Event(kind, node, thread, bar, value, stmt, where)
+
     def bar(self, ref, env) -> tuple[str, int]:
         return ref.name, int(evaluate(ref.slot, env))
 
@@ -323,9 +320,25 @@ class _Block:
 def prove(kernel: KernelIR) -> None:
     """Raise HandoffProblem if some interleaving of the roles races or deadlocks."""
     for env in _sizes(kernel):
-        blk = _Block(kernel, env)
-        blk.run(kernel.body)
-        _check(kernel, blk, env)
+        try:
+            _prove_at(kernel, env, consumers_first=True)
+        except HandoffProblem as deadlock:
+            if deadlock.kind != "deadlock":
+                raise
+            # the other canonical interleaving may run to the end and show the race that
+            # the deadlock hides (a broken kernel has both); else the deadlock it is
+            try:
+                _prove_at(kernel, env, consumers_first=False)
+            except HandoffProblem as other:
+                if other.kind != "deadlock":
+                    raise other from None
+            raise deadlock from None
+
+
+def _prove_at(kernel: KernelIR, env: dict, consumers_first: bool) -> None:
+    blk = _Block(kernel, dict(env), consumers_first)
+    blk.run(kernel.body)
+    _check(kernel, blk, env)
 
 
 def _sizes(kernel: KernelIR):
@@ -348,24 +361,7 @@ def _sizes(kernel: KernelIR):
 def _check(k: KernelIR, blk: _Block, env: dict) -> None:
     bm, _, bk = k.schedule.block
     size = f" (one block of {env['M'] // bm} tile(s), {env['K'] // bk} K step(s) each)"
-    complete = _phases(k, blk, size)
-    for w in blk.waits:
-        if w.phase < 0:
-            continue
-        node = complete.get((w.bar, w.phase))
-        if node is None:
-            raise HandoffProblem("deadlock", f"a deadlock on {_bar(w.bar)}", _never(blk, w, size))
-        blk.preds[w.node].append(node)
-    order = _topological(blk)
-    if order is None:
-        w = min((w for w in blk.waits if w.node not in blk.sorted), key=lambda w: w.node)
-        raise HandoffProblem(
-            "deadlock",
-            f"a deadlock on {_bar(w.bar)}",
-            f"{blk.thread_names[w.thread]} waits in `{_text(w.stmt)}` ({w.where}) for phase "
-            f"{w.phase} of {_bar(w.bar)}, which can complete only after that wait has "
-            f"passed{size}",
-        )
+    order = _canonical(k, blk, size)
     seen = _ancestors(blk, order)
 
     def hb(a: int | None, b: int) -> bool:
@@ -374,7 +370,7 @@ def _check(k: KernelIR, blk: _Block, env: dict) -> None:
     # the races first: a broken protocol (below) usually shows as one, which says more
     _check_accesses(blk, hb, size)
     _check_landings(blk, size)
-    _check_protocol(blk, complete, hb, size)
+    _check_protocol(blk, hb, size)
     for a in blk.actors:
         if a.retired < len(a.groups):
             raise HandoffProblem(
@@ -391,90 +387,116 @@ def _check(k: KernelIR, blk: _Block, env: dict) -> None:
             )
 
 
-def _phases(k: KernelIR, blk: _Block, size: str) -> dict[tuple[tuple[str, int], int], int]:
-    """The completion node of every phase that completes: (barrier, slot, phase) -> node."""
-    expected = {m.name: m.arrivals for m in k.mbarriers}
-    delivered: dict[tuple[tuple[str, int], int], list] = {}
-    for bar, phase, land, nbytes, stmt, where in blk.landings:
-        if phase < 0:
-            raise HandoffProblem(
-                "count",
-                f"unannounced bytes on {_bar(bar)}",
-                f"`{_text(stmt)}` ({where}) delivers bytes to {_bar(bar)} that no "
-                f"mbarrier.expect_tx announced{size}",
-            )
-        delivered.setdefault((bar, phase), []).append((land, nbytes, stmt, where))
-    complete = {}
-    for bar, per in blk.arrivals.items():
-        for phase in range(max(len(x) for x in per.values())):
-            members = [x[phase] for x in per.values() if len(x) > phase]
-            lands = delivered.get((bar, phase), [])
-            if len(members) > expected[bar[0]]:
-                m = members[-1]
-                raise HandoffProblem(
-                    "count",
-                    f"too many arrivals on {_bar(bar)}",
-                    f"`{_text(m.stmt)}` ({_by(blk, m)}): {len(members)} arrivals in its phase "
-                    f"{phase}, which counts {expected[bar[0]]}: a phase would complete before "
-                    f"its handoff{size}",
-                )
-            announced, landed = sum(m.nbytes for m in members), sum(x[1] for x in lands)
-            if landed > announced:
-                _, _, stmt, where = lands[-1]
-                raise HandoffProblem(
-                    "count",
-                    f"unannounced bytes on {_bar(bar)}",
-                    f"`{_text(stmt)}` ({where}) delivers {landed} bytes in its phase {phase}, "
-                    f"which announced {announced}{size}",
-                )
-            if len(members) == expected[bar[0]] and landed == announced:
-                complete[(bar, phase)] = blk.node([m.node for m in members] + [x[0] for x in lands])
-    for key, lands in delivered.items():
-        if key not in complete:
-            _, _, stmt, where = lands[0]
-            raise HandoffProblem(
-                "count",
-                f"a TMA copy on {_bar(key[0])} that never completes",
-                f"`{_text(stmt)}` ({where}) lands in phase {key[1]} of {_bar(key[0])}, "
-                f"which never completes{size}",
-            )
-    return complete
+@dataclass
+class _Count:
+    """One mbarrier in the canonical interleaving, as the hardware counts it."""
+
+    expected: int
+    phase: int = 0
+    arrived: int = 0
+    tx: int = 0
+    members: list[int] = field(default_factory=list)  # the current phase's arrivals, bytes
 
 
-def _never(blk: _Block, w: _Wait, size: str) -> str:
-    per = blk.arrivals.get(w.bar, {})
-    got = sum(1 for x in per.values() if len(x) > w.phase)
-    return (
-        f"{blk.thread_names[w.thread]} waits in `{_text(w.stmt)}` ({w.where}) for phase "
-        f"{w.phase} of {_bar(w.bar)}, which never completes: {got} arrival(s) come for "
-        f"it{size}"
-    )
-
-
-def _topological(blk: _Block) -> list[int] | None:
-    n = len(blk.preds)
-    succs: list[list[int]] = [[] for _ in range(n)]
-    indegree = [0] * n
+def _canonical(k: KernelIR, blk: _Block, size: str) -> list[int]:
+    """Run the block's graph in the canonical interleaving: each event gets its phase,
+    each phase its completion node (after its arrivals and bytes), each wait an edge from
+    the completion it observed. The order it ran the nodes in (a topological order of the
+    finished graph), or a deadlock: nothing can run, and a wait has not passed."""
+    arrivals = {m.name: m.arrivals for m in k.mbarriers}
+    counts: dict[tuple[str, int], _Count] = {}
+    succs: list[list[int]] = [[] for _ in blk.preds]
+    missing = [len(ps) for ps in blk.preds]
     for v, ps in enumerate(blk.preds):
         for p in ps:
             succs[p].append(v)
-            indegree[v] += 1
-    ready = [v for v in range(n) if indegree[v] == 0]
-    order = []
+    ready = [v for v in range(len(blk.preds)) if not missing[v]]
+    heapq.heapify(ready)
+    blocked: dict[tuple[str, int], list[int]] = {}  # waits that do not pass yet
+    order: list[int] = []
     while ready:
-        v = ready.pop()
+        v = heapq.heappop(ready)
+        e = blk.events.get(v)
+        done = None
+        if e is not None:
+            c = counts.setdefault(e.bar, _Count(arrivals[e.bar[0]]))
+            if e.kind == "wait" and c.phase % 2 == e.value:
+                blocked.setdefault(e.bar, []).append(v)
+                continue
+            done = _count(blk, e, c, size)
         order.append(v)
-        for s in succs[v]:
-            indegree[s] -= 1
-            if indegree[s] == 0:
-                ready.append(s)
-    blk.sorted = set(order)
-    return order if len(order) == n else None
+        if done is not None and e is not None:  # a phase completed: its waits may pass now
+            order.append(done)
+            for b in blocked.pop(e.bar, []):
+                heapq.heappush(ready, b)
+        for n in succs[v]:
+            missing[n] -= 1
+            if not missing[n]:
+                heapq.heappush(ready, n)
+    if len(order) < len(blk.preds):
+        stuck = sorted(blk.events[b] for bs in blocked.values() for b in bs)
+        bars = sorted({w.bar for w in stuck})
+        who, actors = [], set()
+        for w in stuck:
+            actor = blk.thread_names[w.thread].split(" (")[0]  # its warpgroup's lanes alike
+            if actor in actors:
+                continue
+            actors.add(actor)
+            c = counts[w.bar]
+            who.append(
+                f"{actor} waits in `{_text(w.stmt)}` ({w.where}) for the "
+                f"phase of parity {w.value} of {_bar(w.bar)}, which is in phase {c.phase} with "
+                f"{c.arrived} of {c.expected} arrival(s) in and {c.tx} byte(s) still to land"
+            )
+        raise HandoffProblem(
+            "deadlock",
+            f"a deadlock on {', '.join(_bar(b) for b in bars)}",
+            "; ".join(who) + f"; nothing else can run{size}",
+        )
+    return order
+
+
+def _count(blk: _Block, e: _Event, c: _Count, size: str) -> int | None:
+    """The hardware's count of event `e` on barrier `c`; the completion node it makes."""
+    if e.kind == "wait":
+        e.phase = c.phase - 1  # the phase it observed complete (-1: the one before phase 0)
+        if e.phase >= 0:
+            blk.preds[e.node].append(blk.complete[(e.bar, e.phase)])
+        return None
+    e.phase = c.phase
+    if e.kind == "arrive":
+        if c.arrived == c.expected:
+            raise HandoffProblem(
+                "count",
+                f"too many arrivals on {_bar(e.bar)}",
+                f"`{_text(e.stmt)}` ({_by(blk, e)}) arrives in phase {c.phase}, which has its "
+                f"{c.expected} arrival(s) already: a phase would complete before its "
+                f"handoff{size}",
+            )
+        c.arrived += 1
+        c.tx += e.value
+    else:
+        if e.value > c.tx:
+            raise HandoffProblem(
+                "count",
+                f"unannounced bytes on {_bar(e.bar)}",
+                f"`{_text(e.stmt)}` ({e.where}) delivers {e.value} bytes to {_bar(e.bar)} in "
+                f"its phase {c.phase}, which expects {c.tx} more: bytes that no "
+                f"mbarrier.expect_tx announced{size}",
+            )
+        c.tx -= e.value
+    c.members.append(e.node)
+    if c.arrived < c.expected or c.tx:
+        return None
+    done = blk.node(c.members)
+    blk.complete[(e.bar, c.phase)] = done
+    c.phase, c.arrived, c.members = c.phase + 1, 0, []
+    return done
 
 
 def _ancestors(blk: _Block, order: list[int]) -> list[int]:
     """Each node's ancestors, as a bit set."""
-    seen = [0] * len(order)
+    seen = [0] * len(blk.preds)
     for v in order:
         bits = 0
         for p in blk.preds[v]:
@@ -524,46 +546,48 @@ def _ordered(blk: _Block, p: _Access, q: _Access, hb) -> bool:
 
 
 def _check_landings(blk: _Block, size: str) -> None:
-    observed = {(w.bar, w.phase) for w in blk.waits}
-    for bar, phase, _, _, stmt, where in blk.landings:
-        if (bar, phase) not in observed:
+    observed = {(e.bar, e.phase) for e in blk.events.values() if e.kind == "wait"}
+    for e in blk.events.values():
+        if e.kind == "land" and (e.bar, e.phase) not in observed:
             raise HandoffProblem(
                 "race",
-                f"a TMA copy nobody waits for on {_bar(bar)}",
-                f"`{_text(stmt)}` ({where}) lands in phase {phase} of {_bar(bar)}, which no "
-                f"mbarrier.wait observes: the block may exit, or overwrite the tile, before it "
-                f"lands{size}",
+                f"a TMA copy nobody waits for on {_bar(e.bar)}",
+                f"`{_text(e.stmt)}` ({e.where}) lands in phase {e.phase} of {_bar(e.bar)}, "
+                "which no mbarrier.wait observes: the block may exit, or overwrite the "
+                f"tile, before it lands{size}",
             )
 
 
-def _check_protocol(blk: _Block, complete: dict, hb, size: str) -> None:
-    for bar, per in blk.arrivals.items():
-        for arrivals in per.values():
-            for phase, m in enumerate(arrivals[1:], 1):
-                if not hb(complete.get((bar, phase - 1)), m.node):
-                    raise HandoffProblem(
-                        "race",
-                        f"an early arrival on {_bar(bar)}",
-                        f"`{_text(m.stmt)}` ({_by(blk, m)}) may count toward phase {phase - 1}: "
-                        f"nothing orders it after that phase completed{size}",
-                    )
-    for w in blk.waits:
-        if w.phase >= 1 and not hb(complete.get((w.bar, w.phase - 1)), w.node):
+def _check_protocol(blk: _Block, hb, size: str) -> None:
+    """Every event's phase is the same in every interleaving (the module's text)."""
+    complete = blk.complete
+    for e in blk.events.values():
+        before = complete.get((e.bar, e.phase - 1))
+        if e.kind != "wait":
+            if e.phase >= 1 and not hb(before, e.node):
+                raise HandoffProblem(
+                    "race",
+                    f"an early arrival on {_bar(e.bar)}",
+                    f"`{_text(e.stmt)}` ({_by(blk, e)}) may count toward phase "
+                    f"{e.phase - 1}: nothing orders it after that phase completed{size}",
+                )
+            continue
+        if e.phase >= 1 and not hb(before, e.node):
             raise HandoffProblem(
                 "race",
-                f"an early pass of a wait on {_bar(w.bar)}",
-                f"`{_text(w.stmt)}` ({_by(blk, w)}) may pass on phase {w.phase - 2} (the parity "
-                f"of the phase {w.phase} it waits for): nothing orders it after phase "
-                f"{w.phase - 1}{size}",
+                f"an early pass of a wait on {_bar(e.bar)}",
+                f"`{_text(e.stmt)}` ({_by(blk, e)}) may pass on phase {e.phase - 2} (the parity "
+                f"of the phase {e.phase} it waits for): nothing orders it after phase "
+                f"{e.phase - 1}{size}",
             )
-        after = complete.get((w.bar, w.phase + 1))
-        if after is not None and not hb(w.node, after):
+        after = complete.get((e.bar, e.phase + 1))
+        if after is not None and not hb(e.node, after):
             raise HandoffProblem(
                 "deadlock",
-                f"a missed phase of {_bar(w.bar)}",
-                f"`{_text(w.stmt)}` ({_by(blk, w)}) may miss phase {w.phase}: phase "
-                f"{w.phase + 1} can complete before the wait, which then waits for phase "
-                f"{w.phase + 2}{size}",
+                f"a missed phase of {_bar(e.bar)}",
+                f"`{_text(e.stmt)}` ({_by(blk, e)}) may miss phase {e.phase}: phase "
+                f"{e.phase + 1} can complete before the wait, which then waits for phase "
+                f"{e.phase + 2}{size}",
             )
 
 
@@ -571,7 +595,7 @@ def _bar(bar) -> str:
     return f"{bar[0]}[{bar[1]}]"
 
 
-def _by(blk: _Block, x: _Wait | _Arrival) -> str:
+def _by(blk: _Block, x: _Event) -> str:
     return f"{blk.thread_names[x.thread]}, {x.where}"
 
 

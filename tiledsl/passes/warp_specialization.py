@@ -100,7 +100,7 @@ from ..models import mbarrier_hazards
 from ..models.registers import role_registers
 
 Q, TL, TILE, BLOCKS, TILES_VAR = Var("step"), Var("tl"), Var("tile"), Var("blocks"), Var("tiles")
-WARP, PIECE = Var("warp"), Var("h")
+WARP, PIECE, TEAM = Var("warp"), Var("h"), Var("team")
 
 
 def warp_specialization(kernel: KernelIR) -> KernelIR:
@@ -124,13 +124,13 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
         staging = (_staging_buffer(kernel),)
         consumer_tile = _tma_epilogue(kernel, consumer_tile)
     if s.persistent:
-        producer_tile, consumer_tile = (
-            _tile_loop(kernel, b) for b in (producer_tile, consumer_tile)
-        )
+        producer_tile = _tile_loop(kernel, producer_tile)
+        # pingpong: team t takes the block's tiles t, t + TEAMS, ...; the producer all
+        consumer_tile = _tile_loop(kernel, consumer_tile, s.teams)
     if staging:
         drain = TmaStoreWait("the TMA stores have read Cs before the block exits")
         consumer_tile = (*consumer_tile, drain)
-    split = role_registers(kernel.warp_count, kernel.target)
+    split = role_registers(kernel.warp_count * s.teams, kernel.target)
     assert split is not None  # frontend/hopper.py refuses a split the target cannot make
     roles = Roles(
         Role("producer", split.producer, producer_tile),
@@ -144,6 +144,7 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
         buffers=(*(b for b in kernel.buffers if b.name in used), *staging),
         mbarriers=_mbarriers(kernel),
         producer_warps=1,
+        teams=s.teams,
         persistent=s.persistent,
     )
     # The pipeline's block barriers are gone: the handoffs order the roles' accesses, and
@@ -200,13 +201,43 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
     # the last step's release: only a persistent block's next tile reuses the slot
     last = BarrierRef("empty", (TL * steps + steps - 1) % stages)
     release = If(Const(0), "<", steps, (Arrive(last, "the last step's wgmmas have retired"),))
+    turn, handoff = _turns(kernel)
     return (
         *fills,
+        *turn,
         replace(k_loop, body=body, comment="block steps along K: wait, compute, release"),
         MmaWait(0),
+        *handoff,  # after every lane's last wgmma: every lane has passed its waits
         *((release,) if s.persistent else ()),
         *stores,  # with an epilogue, its EpilogueFrags (from lowering) come first
     )
+
+
+def _turns(kernel: KernelIR) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
+    """pingpong: a team's wait for its turn at the stages, and its handoff to the other.
+
+    A team waits on a stage only for the phases of its own tiles, so its wait on parity x
+    could pass on the phase two before the one it means (a fresh barrier passes parity 1
+    at once). Taking turns rules that out: a team starts a tile's K loop only once the
+    other team's K loop of the tile before has passed its waits, so every earlier phase of
+    every stage has completed. Team t's j-th turn (its tile tl = t + 2j) waits on turn[t]
+    for parity (j + t + 1) % 2: team 0's first passes at once, team 1's waits for team
+    0's first handoff."""
+    s = kernel.schedule
+    if s.teams == 1:
+        return (), ()
+    teams = Const(s.teams, "TEAMS")
+    wait = Wait(
+        BarrierRef("turn", TEAM),
+        (TL // teams + TEAM + 1) % 2,
+        "the other team's K loop of the tile before has passed its waits: this team's turn",
+    )
+    handoff = Arrive(
+        BarrierRef("turn", (TEAM + 1) % teams),
+        "this team's wgmmas have retired, so every lane has passed its waits: the other "
+        "team's turn",
+    )
+    return (wait,), (handoff,)
 
 
 def _staging_buffer(kernel: KernelIR) -> SharedBuffer:
@@ -217,7 +248,7 @@ def _staging_buffer(kernel: KernelIR) -> SharedBuffer:
     return SharedBuffer(
         "Cs",
         cast(DTypeName, kernel.gemm.c.dtype),
-        kernel.warp_count,
+        kernel.warp_count * s.teams,
         rows,
         cols,
         cols,
@@ -286,21 +317,32 @@ def _without_stores(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     return map_body(stripped, lambda st: () if isinstance(st, For) and not st.body else st)
 
 
-def _mbarriers(kernel: KernelIR) -> tuple[MBarrier, MBarrier]:
-    stages = kernel.schedule.stages
+def _mbarriers(kernel: KernelIR) -> tuple[MBarrier, ...]:
+    stages, teams = kernel.schedule.stages, kernel.schedule.teams
+    turns = (
+        MBarrier(
+            "turn",
+            teams,
+            kernel.warp_count,
+            "team t's turn at the stages: one arrival per warpgroup of the other team",
+        ),
+    )
     return (
         MBarrier("full", stages, 1, "slot s's tiles have landed: the expect_tx and the TMA bytes"),
         MBarrier(
             "empty",
             stages,
             kernel.warp_count,
-            "slot s is free again: one arrival per consumer warpgroup",
+            "slot s is free again: one arrival per consumer warpgroup"
+            + (" of the team whose tile it held" if teams > 1 else ""),
         ),
+        *(turns if teams > 1 else ()),
     )
 
 
-def _tile_loop(kernel: KernelIR, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
-    """A persistent block's loop over its tiles: pid, pid + blocks, ... in raster order."""
+def _tile_loop(kernel: KernelIR, body: tuple[Stmt, ...], teams: int = 1) -> tuple[Stmt, ...]:
+    """A persistent block's loop over its tiles: pid, pid + blocks, ... in raster order
+    (with teams, each team's share of them: the block's tiles team, team + teams, ...)."""
     mapping = tuple(
         Let(name, substitute(e, {PID.name: TILE}))
         for name, e in raster_steps(*kernel.raster).items()
@@ -309,11 +351,16 @@ def _tile_loop(kernel: KernelIR, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     return (
         For(
             TL.name,
-            Const(0),
+            TEAM if teams > 1 else Const(0),
             count,
-            1,
+            teams,
             (Let(TILE.name, PID + TL * BLOCKS), *mapping, *body),
-            comment="this block's tiles: pid, pid + blocks, ... (persistent)",
+            comment=(
+                "this team's tiles: every other one of the block's pid, pid + blocks, ... "
+                "(pingpong)"
+                if teams > 1
+                else "this block's tiles: pid, pid + blocks, ... (persistent)"
+            ),
             role=TILES,
         ),
     )

@@ -105,6 +105,12 @@ def handoffs_graph(kernel: KernelIR, file: str) -> str:
                 "one elected thread of the producer warpgroup"
                 if role.name == "producer"
                 else f"{kernel.warp_count} consumer warpgroup(s), in step"
+                + (
+                    f"; team 0 of {kernel.teams} (pingpong: the teams take the tiles in turn, "
+                    "each waiting on `turn` before its K loop)"
+                    if kernel.teams > 1
+                    else ""
+                )
             )
             c.attr(
                 label=f"<<B>{esc(role.name)}</B> · {esc(what)} · {role.registers} registers>",
