@@ -15,7 +15,7 @@ import pytest
 from helpers import cli, interpret_exact
 
 from tiledsl.driver import compile_file, compile_source
-from tiledsl.ir.nodes import HANDOFFS, Arrive, KernelIR, Wait, map_body, walk
+from tiledsl.ir.nodes import HANDOFFS, Arrive, Barrier, KernelIR, Wait, map_body, walk
 from tiledsl.models.mbarrier_hazards import HandoffProblem, prove
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,7 +84,7 @@ def test_the_proof_holds_and_keeps_every_handoff() -> None:
     k = kernel()
     prove(k)
     assert [m.name for m in k.mbarriers] == ["full", "empty", "turn"]
-    assert all(d.kept for d in k.sync_report) and len(k.sync_report) == 12
+    assert all(d.kept for d in k.sync_report) and len(k.sync_report) == 13
 
 
 def test_every_handoff_removed_is_caught() -> None:
@@ -110,6 +110,19 @@ def test_the_turns_are_what_keeps_a_team_from_passing_on_the_phase_before() -> N
     assert info.value.headline == "a deadlock on turn[1]", str(info.value)
 
 
+def test_the_handoff_waits_for_every_lane_of_the_team() -> None:
+    """Lane 0 hands the turn over once the warpgroup barrier says every lane has passed its
+    waits. Without the barrier a lagging warp of team 0 could still be at its first wait on
+    turn[0] when team 1 hands the turn back: that wait (parity 1 of a barrier now in phase
+    1) then waits for a phase that only comes after it — a hang the interpreter cannot
+    show, since it runs a team's warps in lock step."""
+    k = kernel()
+    joined = next(s for s in walk(k.body) if isinstance(s, Barrier) and "hands over" in s.reason)
+    with pytest.raises(HandoffProblem) as info:
+        prove(without(k, joined))
+    assert info.value.headline == "a missed phase of turn[0]", str(info.value)
+
+
 # ---------------------------------------------------------------- code and refusals
 
 
@@ -122,6 +135,7 @@ def test_the_emitted_code_splits_the_consumers_into_teams() -> None:
         "for (int tl = team; tl < (tiles - pid + blocks - 1) / blocks; tl += 2) {",
         "mbarrier_wait(&turn[team], (tl / TEAMS + team + 1) % 2);",
         "if (lane == 0) mbarrier_arrive(&turn[(team + 1) % TEAMS]);",
+        "warpgroup_barrier(1 + warp);  // every lane of the warpgroup has passed its waits",
         "mbarrier_init(&turn[s], 1);",
     ):
         assert line in source, line

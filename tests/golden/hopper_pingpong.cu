@@ -196,7 +196,7 @@ constexpr int STAGES = 5, STAGE_BYTES = 32768;  // mbarrier stages: A's and B's 
 constexpr int PRODUCER_REGISTERS = 40, CONSUMER_REGISTERS = 232;  // setmaxnreg per role (tiledsl.models.registers)
 // swizzle grouped 8 (line 21): blocks walk GROUP_M block-rows at a time, so neighbours share A and B in L2
 constexpr int GROUP_M = 8;
-// sync minimal (default): one block barrier, after the mbarriers' initialisation; the roles hand the stages over through mbarriers, and the handoff proof kept 12 handoff statement(s) and removed 0 (see --explain-sync)
+// sync minimal (default): one block barrier, after the mbarriers' initialisation; the roles hand the stages over through mbarriers, and the handoff proof kept 13 handoff statement(s) and removed 0 (see --explain-sync)
 // load_order ab (default): A's tile is copied first
 // accumulate f32 (default): fragments accumulate in float
 // epilogue_via tma (line 22): each consumer warpgroup stages its C in Cs rounded to f16, by stmatrix, 128 columns at a time; one thread hands each piece to a TMA store
@@ -321,8 +321,9 @@ hopper_pingpong(const __grid_constant__ TensorMap map_A, const __grid_constant__
                     if (lane == 0) mbarrier_arrive(&empty[(step + STAGES - 1) % STAGES]);  // the previous step's wgmmas have retired: its slot is free
                 }
             }
+            warpgroup_barrier(1 + warp);  // every lane of the warpgroup has passed its waits on the stages (lane 0 hands over)
+            if (lane == 0) mbarrier_arrive(&turn[(team + 1) % TEAMS]);  // this team's K loop has passed its waits: the other team's turn (this team's last wgmmas drain meanwhile)
             wgmma_wait<0>();  // every wgmma has read its tiles and written its accumulators
-            if (lane == 0) mbarrier_arrive(&turn[(team + 1) % TEAMS]);  // this team's wgmmas have retired, so every lane has passed its waits: the other team's turn
             if (0 < (K + BK - 1) / BK) {
                 if (lane == 0) mbarrier_arrive(&empty[(tl * ((K + BK - 1) / BK) + (K + BK - 1) / BK - 1) % STAGES]);  // the last step's wgmmas have retired
             }

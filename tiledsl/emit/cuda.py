@@ -188,9 +188,8 @@ __device__ __forceinline__ void cp_async_wait() {
             *(notes[name] for name in ("sync", "load_order", "accumulate", "epilogue_via")),
             notes["target"],
         ]
-        if s.epilogue:
-            ep = Epilogue.of(s, k.gemm)
-            assert ep is not None  # the schedule has one
+        ep = Epilogue.of(s, k.gemm)
+        if ep is not None:
             out += [
                 notes["epilogue"],
                 f"constexpr float ALPHA = {float(ep.alpha)!r}f, BETA = {float(ep.beta)!r}f;",

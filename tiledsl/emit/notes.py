@@ -79,12 +79,18 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
         notes["warp_specialize"] = ("warp_specialize", _specializing(k))
     if s.persistent:
         notes["persistent"] = ("persistent", _persisting(k))
-    if s.epilogue:
-        epilogue = Epilogue.of(s, k.gemm)
-        assert epilogue is not None  # the schedule has one
+    epilogue = Epilogue.of(s, k.gemm)
+    if epilogue is not None:
+        where = (
+            "on the accumulators in registers, before C is stored or staged"
+            if s.warp_specialize
+            else "as the lanes store it"
+        )
         notes["epilogue"] = (
-            "epilogue " + ", ".join(" ".join(g) for g in s.epilogue),
-            f"each C element, as the lanes store it: {epilogue.describe()}",
+            "epilogue " + ", ".join(" ".join(g) for g in s.epilogue)
+            if s.epilogue
+            else f"{k.gemm.c.name} +=",
+            f"each C element, {where}: {epilogue.describe()}",
         )
     if s.attributes:
         notes["attributes"] = (

@@ -9,7 +9,7 @@ refused here with the directive's location before anything is built:
 * `copy tma` and `warp_specialize` together (a TMA pipeline without a producer
   warpgroup, and a producer that copies with cp.async, are not built yet), and
   `persistent` only with them; `warp_specialize pingpong` only with `persistent`;
-* what the first version does not build yet: `C +=`, a batch, `epilogue_via shared`;
+* what the first version does not build yet: a batch, `epilogue_via shared`;
 * `epilogue_via tma` only on a warp-specialized kernel, with a row-major C and a
   consumer warpgroup at least one 128-byte panel wide;
 * the register split (tiledsl.models.registers.role_registers): the consumers'
@@ -145,13 +145,6 @@ def _check_unbuilt(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
             "epilogue_via shared on a warp-specialized kernel is not built yet: its staging "
             "tile would share bytes with stages the producer is already refilling",
             "drop the line: the consumers store C from their registers",
-        )
-    if gemm.accumulate:
-        errs.add(
-            gemm.c.loc,
-            "C += A * B on a warp-specialized kernel is not built yet: it needs the consumers "
-            "to load C into their accumulators",
-            "write C = A * B, or drop `warp_specialize` and `copy tma`",
         )
     if gemm.batch is not None:
         errs.add(

@@ -37,8 +37,14 @@ class Epilogue:
 
     @classmethod
     def of(cls, schedule: Schedule, gemm: Gemm) -> Epilogue | None:
-        """The schedule's epilogue (assumed checked by analysis), or None if it has none."""
+        """The schedule's epilogue (assumed checked by analysis), or None if it has none.
+
+        A warp-specialized `C +=` without one has one all the same, beta 1: its consumers
+        read C where their accumulators leave the registers (the register epilogue, which
+        reads nothing outside C), and the accumulators start at zero."""
         if not schedule.epilogue:
+            if gemm.accumulate and schedule.warp_specialize:
+                return cls(1.0, 1.0, ())
             return None
         values = {"alpha": 1.0, "beta": 1.0 if gemm.accumulate else 0.0}
         steps = []

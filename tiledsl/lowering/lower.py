@@ -90,8 +90,9 @@ def lower(analysis: Analysis) -> KernelIR:
         comment="block steps along K",
         role=K_BLOCKS,
     )
-    # With an epilogue, `+=` reads C in the epilogue (beta 1), so the accumulator starts at 0.
-    init = LoadFrag(acc, c_tile) if g.accumulate and not s.epilogue else Fill(acc, 0.0)
+    # With an epilogue (a warp-specialized `+=` always has one), `+=` reads C in the
+    # epilogue (beta 1), so the accumulator starts at 0.
+    init = LoadFrag(acc, c_tile) if g.accumulate and Epilogue.of(s, g) is None else Fill(acc, 0.0)
     # A warp-specialized kernel's epilogue (no staging tile) runs on the accumulators in
     # their registers, before C is stored; every stage carries it.
     ep = Epilogue.of(s, g) if s.epilogue_via != "shared" else None

@@ -206,8 +206,8 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
         *fills,
         *turn,
         replace(k_loop, body=body, comment="block steps along K: wait, compute, release"),
+        *handoff,  # every lane has passed its waits; its last wgmmas may still run
         MmaWait(0),
-        *handoff,  # after every lane's last wgmma: every lane has passed its waits
         *((release,) if s.persistent else ()),
         *stores,  # with an epilogue, its EpilogueFrags (from lowering) come first
     )
@@ -222,7 +222,9 @@ def _turns(kernel: KernelIR) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
     other team's K loop of the tile before has passed its waits, so every earlier phase of
     every stage has completed. Team t's j-th turn (its tile tl = t + 2j) waits on turn[t]
     for parity (j + t + 1) % 2: team 0's first passes at once, team 1's waits for team
-    0's first handoff."""
+    0's first handoff. The handoff comes as soon as every lane of the team has passed its
+    last wait (a warpgroup barrier, then lane 0 arrives), so the other team issues its
+    first wgmmas while this team's last ones drain."""
     s = kernel.schedule
     if s.teams == 1:
         return (), ()
@@ -232,12 +234,16 @@ def _turns(kernel: KernelIR) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
         (TL // teams + TEAM + 1) % 2,
         "the other team's K loop of the tile before has passed its waits: this team's turn",
     )
+    joined = Barrier(
+        "warp",
+        "every lane of the warpgroup has passed its waits on the stages (lane 0 hands over)",
+    )
     handoff = Arrive(
         BarrierRef("turn", (TEAM + 1) % teams),
-        "this team's wgmmas have retired, so every lane has passed its waits: the other "
-        "team's turn",
+        "this team's K loop has passed its waits: the other team's turn (this team's last "
+        "wgmmas drain meanwhile)",
     )
-    return (wait,), (handoff,)
+    return (wait,), (joined, handoff)
 
 
 def _staging_buffer(kernel: KernelIR) -> SharedBuffer:

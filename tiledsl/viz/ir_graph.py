@@ -28,6 +28,7 @@ from ..ir.nodes import (
     AsyncWait,
     Barrier,
     Copy,
+    EpilogueFrag,
     ExpectTx,
     Fill,
     For,
@@ -301,7 +302,7 @@ def role(stmt) -> str:
     match stmt:
         case Copy():
             return "copy"
-        case Fill() | LoadFrag() | StoreFrag():
+        case Fill() | LoadFrag() | StoreFrag() | EpilogueFrag():
             return "fragment"
         case Mma():
             return "mma"
@@ -401,6 +402,12 @@ def _describe_pipeline(stmt) -> tuple[str, list[str], str | None] | None:
             )
         case Let():
             return f"let {stmt.var}", [to_c(stmt.value)], None
+        case EpilogueFrag():
+            return (
+                "epilogue on the accumulators",
+                [f"{stmt.frag}: {stmt.epilogue.describe()}", f"columns of {tile_text(stmt.tile)}"],
+                stmt.frag.name,
+            )
     return None
 
 
