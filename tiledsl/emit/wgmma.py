@@ -407,16 +407,25 @@ _PACK = {"f16": "pack_f16x2", "bf16": "pack_bf16x2"}
 
 
 def _converted_store(emitter, k: KernelIR, tile, ref: FragRef) -> list[str]:
-    """f32 accumulators into a 16-bit row-major C (warp specialization's consumers): each
-    pair rounded once and stored as one 4-byte word."""
-    pair, convert = _PAIRS[emitter.dtype_of(k, tile)]
+    """f32 accumulators into a 16-bit C (warp specialization's consumers): each pair
+    rounded once and stored as one 4-byte word along a row-major C's row; into a
+    column-major C the pair's two elements lie a column apart, so each is rounded and
+    stored on its own."""
+    dtype = emitter.dtype_of(k, tile)
+    pair, convert = _PAIRS[dtype]
     if emitter.layout_of(k, tile) != "row":
-        raise error(
-            k.schedule.loc("warp_specialize"),
-            "a warp-specialized kernel stores a row-major C only (is not built yet for "
-            "a column-major one)",
-            "declare C row",
-        )
+        out = [
+            f"// {ref} -> {emitter.tile_name(tile)} (column-major): each thread's elements at "
+            f"rows wq*16 + g, + 8, columns n8*8 + t, + 1, rounded to {dtype} one by one",
+            "#pragma unroll",
+            f"for (int n8 = 0; n8 < {k.schedule.mma[1] // 8}; ++n8) {{",
+        ]
+        for h, row in enumerate(("wq * 16 + g", "wq * 16 + g + 8")):
+            for e, col in enumerate(("n8 * 8 + t", "n8 * 8 + t + 1")):
+                at = emitter.element(k, tile, row, col)
+                value = emitter.converted(f"{ref}[n8 * 4 + {2 * h + e}]", "f32", dtype)
+                out.append(f"    {at} = {value};")
+        return out + ["}"]
     out = [
         f"// {ref} -> {emitter.tile_name(tile)}: each thread's pairs at rows wq*16 + g, + 8, "
         f"columns n8*8 + t, + 1, rounded to {emitter.dtype_of(k, tile)} (one 4-byte store)",

@@ -1,9 +1,14 @@
-"""`C += A * B` on the warp-specialized path: the consumers' accumulators start at zero and
-the register epilogue adds C (beta 1) where the accumulators leave the registers, reading
-nothing outside C — so a kernel whose loads and stores are TMA still runs partial tiles
-itself, and its guarded twin (the cp.async pipeline) loads C into the accumulators as
-before. Exact in the interpreter for each way C leaves, with pingpong teams, with bf16 and
-an f32 C; the handoff proof holds; the source says where C is read."""
+"""The forms of C a warp-specialized kernel takes beside `C = A * B` into a row-major C.
+
+`C += A * B`: the consumers' accumulators start at zero and the register epilogue adds C
+(beta 1) where the accumulators leave the registers, reading nothing outside C — so a
+kernel whose loads and stores are TMA still runs partial tiles itself, and its guarded twin
+(the cp.async pipeline) loads C into the accumulators as before. Exact in the interpreter
+for each way C leaves, with pingpong teams, with bf16 and an f32 C; the handoff proof
+holds; the source says where C is read.
+
+A column-major C, stored from the registers element by element (the TMA store takes a
+row-major C only: a located refusal, tests/test_tma_store.py)."""
 
 from __future__ import annotations
 
@@ -86,3 +91,39 @@ def test_the_pictures_draw_the_register_epilogue(tmp_path, capsys) -> None:
     text = dot.read_text()
     assert "epilogue on the accumulators" in text
     assert "acc[0][0]: v = 1 * acc + 1 * C" in text
+
+
+COLUMN_MAJOR = ACC.replace("C: f16[M, N] row", "C: f16[M, N] col").replace(
+    "    epilogue_via tma\n", ""
+)
+COLUMN_VARIANTS = {
+    "f16": COLUMN_MAJOR.replace("+=", "="),
+    "bf16": COLUMN_MAJOR.replace("+=", "=").replace("f16[", "bf16["),
+    "f32": COLUMN_MAJOR.replace("+=", "=").replace("C: f16", "C: f32"),
+    "accumulate": COLUMN_MAJOR,
+    "epilogue": COLUMN_MAJOR.replace("+=", "=").replace(
+        "    persistent\n", "    persistent\n    epilogue alpha 2, relu\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(COLUMN_VARIANTS))
+@pytest.mark.parametrize("size", [(2, 2, 5), (200, 328, 104)])
+def test_a_column_major_c_is_exact(name: str, size) -> None:
+    k = compile_source(COLUMN_VARIANTS[name], f"{name}.tile").kernels[0]
+    assert k.gemm.c.layout == "col" and k.specialization is not None
+    if size[0] == 2:
+        bm, bn, bk = k.schedule.block
+        size = (2 * bm, 2 * bn, 5 * bk)
+    run = k.edge if needs_twin(k, dict(zip("MNK", size))) else k
+    assert run is not None
+    options = {"seed": 1, "schedules": 2, "blocks": 2} if run.persistent else {}
+    check, _ = interpret_exact(run, *size, 2, **options)
+    assert check.ok, check.detail
+
+
+def test_a_column_major_16_bit_c_is_stored_element_by_element() -> None:
+    compiled = compile_source(COLUMN_VARIANTS["f16"], "col.tile")
+    source = compiled.source_for(compiled.kernels[:1])
+    assert "(column-major): each thread's elements at rows wq*16 + g" in source
+    assert "__half2" not in source.split('extern "C"')[1].split("// The guarded twin")[0]
