@@ -224,14 +224,15 @@ DTYPES = ("f16", "bf16", "f32", "f64", "f8", "int8", "half", "tf32")
 LAYOUTS = ("row", "col", "auto", "none", "rowcol")
 DIRECTIVE_NAMES = (
     "kernel block mma coarsen stages copy pad swizzle sync load_order accumulate epilogue "
-    "epilogue_via target attributes fragment_buffers"
+    "epilogue_via target attributes fragment_buffers warp_specialize persistent"
 ).split()
 WORDS = (
     DIRECTIVE_NAMES
     + (
         "f16 bf16 f32 f64 row col auto none xor async sync grouped zigzag all minimal ab ba "
         "alternate alpha beta relu bias direct shared cuda musa sm_80 sm_90 sm_120 mp_22 mp_31 "
-        "m16n8k16 m64n128k16 m64n256k16 m64n8k16 int main half threadIdx kΩ k_edge M N K m n k"
+        "m16n8k16 m64n128k16 m64n256k16 m64n8k16 int main half threadIdx kΩ k_edge M N K m n k "
+        "tma pingpong cooperative"
     ).split()
 )
 PUNCTUATION = ", { } [ ] : x = += * ( ) ; -".split()
@@ -269,7 +270,20 @@ DIRECTIVES: dict[str, tuple[str, ...]] = {
         "coarsen 1 x 2",
     ),
     "stages": ("stages 0", "stages 1", "stages 2", "stages 3", "stages 4"),
-    "copy": ("copy async 16", "copy async 8", "copy async 4", "copy sync 16", "copy sync 8"),
+    "copy": (
+        "copy async 16",
+        "copy async 8",
+        "copy async 4",
+        "copy sync 16",
+        "copy sync 8",
+        "copy tma",
+    ),
+    "warp_specialize": (
+        "warp_specialize",
+        "warp_specialize pingpong",
+        "warp_specialize cooperative",
+    ),
+    "persistent": ("persistent",),
     "pad": ("pad auto", "pad none", "pad xor", "pad A 8, B 8", "pad A 16, B 0", "pad A 24, B 8"),
     "swizzle": (
         "swizzle none",
@@ -328,6 +342,9 @@ ODD_DIRECTIVES: tuple[str, ...] = (
     "attributes mtgpu_tiny_offset",
     "attributes launch_bounds(2147483648)",
     "mma m16n8k8",
+    "warp_specialize pingpong persistent",
+    "warp_specialize ping",
+    "persistent 2",
     "mma m64n0k16",
     "mma 0 x 0 x 0",
     "load_order ba, ab",

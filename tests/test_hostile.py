@@ -254,6 +254,17 @@ def test_an_epilogue_that_overflows_f16_runs_as_ieee_says(tmp_path, capsys):
     [
         ("kernel hgemm", "kernel int", "kernel 'int' is a C++ keyword"),
         ("kernel hgemm", "kernel main", "kernel 'main' is the program's entry point in C++"),
+        # found by the fuzz test (seed 7): an `extern __shared__` local has linkage
+        (
+            "kernel hgemm",
+            "kernel smem",
+            "kernel 'smem' is the name of the generated kernel's shared-memory array",
+        ),
+        (
+            "kernel hgemm",
+            "kernel smem_base",
+            "kernel 'smem_base' is the name of the generated kernel's shared-memory array",
+        ),
         (
             "kernel hgemm",
             "kernel kΩ",

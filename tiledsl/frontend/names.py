@@ -71,6 +71,10 @@ GENERATED_LOCALS = frozenset(
     r3 lo hi pair sr sc h er ec team turn""".split()
 )
 
+#: Locals declared `extern` (the dynamic shared memory): they have linkage, so they may not
+#: share a name with anything at file scope either, a kernel included.
+EXTERN_LOCALS = frozenset({"smem", "smem_base"})
+
 #: Helpers named per instruction shape or variant: `wgmma_m64n128k16_f16_f32`,
 #: `mma_m16n8k16_f16_f32`, `ldmatrix_x4_trans`, `cp_async_wait`, `wgmma_desc`, ...
 GENERATED_FAMILIES = re.compile(
@@ -129,6 +133,9 @@ def name_problem(name: str, file_scope: bool) -> str | None:
         return "is a name the generated code uses itself"
     if not file_scope and name in GENERATED_LOCALS:
         return "is the name of a variable in the generated kernel"
+    if file_scope and name in EXTERN_LOCALS:
+        # an `extern __shared__` array has linkage: the kernel's own name may not be one
+        return "is the name of the generated kernel's shared-memory array"
     if file_scope and name in header_names():
         return "is declared by the CUDA headers the generated code includes"
     return None
