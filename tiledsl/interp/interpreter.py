@@ -677,7 +677,7 @@ class _Interpreter:
                 self.races.check_phase()
                 self.stats.block_barriers += 1
             case Barrier():
-                self.races.warp_barrier(ag.env["warp"])
+                self.races.warp_barrier(ag.env.get("warp", slice(None)))  # the agent's warps
                 self.stats.warp_barriers += 1
             case Arrive() | ExpectTx():
                 self._arrive(ag, s)

@@ -45,6 +45,13 @@ With `persistent` the block loops over tiles `pid, pid + blocks, ...` (`blocks` 
 gridDim.x, the SM count at launch), in the swizzle's order (tiledsl.ir.grid); the
 producer runs ahead into the next tile's loads while the consumers store this tile's C.
 
+With `warp_specialize pingpong` (and `persistent`) the consumer body runs twice over, as
+two teams of the IR's warps (KernelIR.teams): team t takes the block's tiles t, t + 2, ...,
+each a whole tile of its own, while the producer fills the stages for all of them in order.
+A team waits on a stage only for its own tiles' phases, so the teams take turns (`_turns`):
+before a tile's K loop, a wait on `turn[team]`; after it, a warpgroup barrier and lane 0's
+arrival on the other team's turn. One team's epilogue then runs while the other computes.
+
 The kernel the pass returns has been proven (tiledsl.models.mbarrier_hazards): its
 handoffs order every shared-memory access under every interleaving of the roles, and no
 wait can deadlock. Each handoff statement's decision — the race or deadlock it prevents —
@@ -325,13 +332,11 @@ def _without_stores(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
 
 def _mbarriers(kernel: KernelIR) -> tuple[MBarrier, ...]:
     stages, teams = kernel.schedule.stages, kernel.schedule.teams
-    turns = (
-        MBarrier(
-            "turn",
-            teams,
-            kernel.warp_count,
-            "team t's turn at the stages: one arrival per warpgroup of the other team",
-        ),
+    turn = MBarrier(
+        "turn",
+        teams,
+        kernel.warp_count,
+        "team t's turn at the stages: one arrival per warpgroup of the other team",
     )
     return (
         MBarrier("full", stages, 1, "slot s's tiles have landed: the expect_tx and the TMA bytes"),
@@ -342,7 +347,7 @@ def _mbarriers(kernel: KernelIR) -> tuple[MBarrier, ...]:
             "slot s is free again: one arrival per consumer warpgroup"
             + (" of the team whose tile it held" if teams > 1 else ""),
         ),
-        *(turns if teams > 1 else ()),
+        *((turn,) if teams > 1 else ()),
     )
 
 
