@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +20,8 @@ from tiledsl.commands.run import run_cpu
 from tiledsl.driver import compile_source
 from tiledsl.errors import TileError
 from tiledsl.ir.epilogue import Epilogue
+
+ROOT_EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 TEMPLATE = """kernel ep {{
     A: f16[M, K] row
@@ -154,3 +157,18 @@ def test_epilogues_compile_without_spills() -> None:
     reports = compile_cubin(compiled.source, "sm_90", "eps")
     assert len(reports) == 2 * len(compiled.kernels)
     assert not any(r.spills for r in reports.values())
+
+
+def test_tiny_exact_inputs_give_a_product_the_epilogue_check_can_use() -> None:
+    """At 1 x 1 x 1 a draw can multiply to zero while C does not: with an epilogue the
+    exact check needs the product itself nonzero, so the inputs are drawn again until it
+    is (found by the fuzz test, seed 11: `run --cpu --size 1x1x1` on examples/epilogue.tile
+    failed as "the product is all zeros")."""
+    from tiledsl.interp.oracle import make_inputs
+
+    k = compile_source((ROOT_EXAMPLES / "epilogue.tile").read_text(), "epilogue.tile").kernels[0]
+    ep = Epilogue.of(k.schedule, k.gemm)
+    assert ep is not None and ep.reads_c
+    for seed in range(200):
+        inputs = make_inputs(k.gemm, 1, 1, 1, "exact", np.random.default_rng(seed), epilogue=ep)
+        assert (inputs.a.astype(np.float64) @ inputs.b.astype(np.float64)).any(), seed

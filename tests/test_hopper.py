@@ -181,3 +181,12 @@ def test_an_mma_too_wide_for_the_block_is_refused_not_divided_by_zero() -> None:
     )  # fmt: skip
     found = errors(text)
     assert found and all(line == line_of(text, "mma m64n1") for line, _, _ in found), found
+
+
+def test_a_wgmma_of_no_columns_is_refused_not_divided_by() -> None:
+    """Found by the fuzz test (seed 11): `mma m64n0k16` on a warp-specialized schedule with
+    a column-major A reached the register split, which divided by the warpgroup's width."""
+    text = (ROOT / "examples" / "tuned" / "hopper_tuned_192.tile").read_text()
+    text = text.replace("A: f16[M, K] row", "A: f16[M, K] col").replace("m64n192k16", "m64n0k16")
+    found = errors(text)
+    assert (line_of(text, "    mma "), 5, "cuda sm_90 has no m64n0k16 wgmma for f16 here") in found

@@ -84,6 +84,8 @@ class Schedule:
         bm, bn, _ = self.block
         m, n, _ = self.mma
         cm, cn = self.coarsen
+        if m * cm <= 0 or n * cn <= 0:
+            return 0, 0  # a shape the analysis refuses (mma m64n0k16): no warp fits
         return bm // (m * cm), bn // (n * cn)
 
     @property
