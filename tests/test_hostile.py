@@ -704,3 +704,24 @@ def test_kernels_may_be_named_like_an_instruction(name):
     from tiledsl.driver import compile_source
 
     compile_source(HGEMM.replace("kernel hgemm", f"kernel {name}"), "k.tile")
+
+
+@pytest.mark.parametrize(
+    "example", ["tuned/wgmma_f32acc.tile", "hopper/epilogue.tile", "hopper/pingpong.tile"]
+)
+def test_size_parameters_may_have_any_name(example, tmp_path, capsys):
+    """`K` renamed `k_edge` (found by the fuzz test, seed 23: `check --sweep` traced the K
+    loop with a `K` the kernel does not have): every command that evaluates sizes uses the
+    names the file gives them — the hazard analysis and the handoff proof, the pictures,
+    `check --size` and `run` at whole and at partial tiles."""
+    import re
+
+    text = re.sub(r"\bK\b", "k_edge", (ROOT / "examples" / example).read_text())
+    path = tmp_path / "renamed.tile"
+    path.write_text(text)
+    assert cli(["check", path, "--sweep"], capsys).code == 0
+    assert cli(["check", path, "--size", "200x328x104"], capsys).code == 0
+    for size in ("256x384x192", "200x328x104"):
+        r = cli(["run", path, "--cpu", "--size", size], capsys)
+        assert r.code == 0 and "PASS" in r.out, r.out + r.err
+    assert cli(["viz", path, "-o", tmp_path / "pictures"], capsys).code == 0

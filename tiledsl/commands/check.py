@@ -147,7 +147,7 @@ def _edge_lines(kernel: KernelIR, size: tuple[int, int, int] | None) -> list[str
             "edge copies move single elements"
         )
     if size is not None:
-        sizes = dict(zip("MNK", size))
+        sizes = kernel.gemm.size_env(*size)
         shown = "x".join(map(str, size))
         if fits_block_tile(kernel, sizes):
             out.append(f"    at {shown}: {kernel.name}, the fast path")

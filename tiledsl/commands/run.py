@@ -146,7 +146,7 @@ def check_size(kernel: KernelIR, size: tuple[int, int, int], batch: int = 1) -> 
         problems = size_problems(g, kernel.schedule, size, batch)
     if problems:
         raise SizeError("; ".join(problems))
-    return {**{name: value for name, value in zip("MNK", size) if name in g.size_args}, **extra}
+    return {**g.size_env(*size), **extra}
 
 
 def _c_shape(g, size, batch: int) -> tuple[int, ...]:

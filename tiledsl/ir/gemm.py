@@ -70,5 +70,14 @@ class Gemm:
         """The run-time size parameters, in M, N, K order (literal dims are baked in)."""
         return tuple(e.name for e in (self.m, self.n, self.k) if isinstance(e, Var))
 
+    def size_env(self, m: int, n: int, k: int) -> dict[str, int]:
+        """The size parameters at M x N x K, under the names the file gives them (`K` may be
+        `k_edge`; a literal dimension has no parameter)."""
+        return {
+            e.name: value
+            for e, value in ((self.m, m), (self.n, n), (self.k, k))
+            if isinstance(e, Var)
+        }
+
     def operand(self, name: str) -> OperandInfo:
         return {o.name: o for o in (self.a, self.b, self.c, *self.extras)}[name]

@@ -274,7 +274,9 @@ def _check_fragment_alignment(kernel: KernelIR, errs: Collector) -> None:
 
     s, g = kernel.schedule, kernel.gemm
     bm, bn, bk = s.block
-    known = {name: tile & -tile for name, tile in zip("MNK", (bm, bn, bk))}
+    known = {  # what the tile grid says of each size parameter: a multiple of a power of 2
+        e.name: tile & -tile for e, tile in zip((g.m, g.n, g.k), (bm, bn, bk)) if isinstance(e, Var)
+    }
     offsets = buffer_offsets(kernel)
     ld: Expr
     for stmt in walk_stmts(kernel.body):

@@ -184,7 +184,7 @@ def twin_condition(kernel: KernelIR) -> str:
 def variant(kernel: KernelIR, launch, size: tuple[int, int, int]):
     """(kernel, launch) that runs `size`: the kernel itself where it can (multiples of the
     tile, or TMA's edges), else the twin."""
-    sizes = dict(zip("MNK", size))
+    sizes = kernel.gemm.size_env(*size)
     if not needs_twin(kernel, sizes) or kernel.edge is None:
         return kernel, launch
     return kernel.edge, launch.edge if launch is not None else None

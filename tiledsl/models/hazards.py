@@ -94,7 +94,8 @@ class _Trace:
         self.k = kernel
         self.offsets = buffer_offsets(kernel)
         bm, bn, bk = kernel.schedule.block
-        self.env = {"M": bm, "N": bn, "K": steps * bk, "bm": 0, "bn": 0, **kernel.warp_coords()}
+        sizes = kernel.gemm.size_env(bm, bn, steps * bk)
+        self.env = {**sizes, "bm": 0, "bn": 0, **kernel.warp_coords()}
         self.pos = 0
         self.accesses: list[_Access] = []
         self.barriers: list[tuple[int, Barrier]] = []

@@ -319,35 +319,36 @@ class _Block:
 
 def prove(kernel: KernelIR) -> None:
     """Raise HandoffProblem if some interleaving of the roles races or deadlocks."""
-    for env in _sizes(kernel):
+    for env, size in _sizes(kernel):
         try:
-            _prove_at(kernel, env, consumers_first=True)
+            _prove_at(kernel, env, size, consumers_first=True)
         except HandoffProblem as deadlock:
             if deadlock.kind != "deadlock":
                 raise
             # the other canonical interleaving may run to the end and show the race that
             # the deadlock hides (a broken kernel has both); else the deadlock it is
             try:
-                _prove_at(kernel, env, consumers_first=False)
+                _prove_at(kernel, env, size, consumers_first=False)
             except HandoffProblem as other:
                 if other.kind != "deadlock":
                     raise other from None
             raise deadlock from None
 
 
-def _prove_at(kernel: KernelIR, env: dict, consumers_first: bool) -> None:
+def _prove_at(kernel: KernelIR, env: dict, size: str, consumers_first: bool) -> None:
     blk = _Block(kernel, dict(env), consumers_first)
     blk.run(kernel.body)
-    _check(kernel, blk, env)
+    _check(kernel, blk, size)
 
 
 def _sizes(kernel: KernelIR):
-    """One block (pid 0) at every size the proof needs: T tiles of KT K steps."""
+    """One block (pid 0) at every size the proof needs, T tiles of KT K steps (a literal
+    dimension stays as written): (the environment, the size in words for a report)."""
     bm, bn, bk = kernel.schedule.block
     stages = kernel.schedule.stages
     for tiles in (1, 2, 3) if kernel.persistent else (1,):
         for steps in range(1, stages + 2):
-            env: dict = {"M": tiles * bm, "N": bn, "K": steps * bk, "pid": 0, "blocks": 1}
+            env: dict = {**kernel.gemm.size_env(tiles * bm, bn, steps * bk), "pid": 0, "blocks": 1}
             if kernel.gemm.batch is not None:
                 env["bz"] = 0
             for name, e in grid_vars(kernel).items():
@@ -355,12 +356,10 @@ def _sizes(kernel: KernelIR):
             if not kernel.persistent:
                 for name, e in block_tile(kernel).items():
                     env[name] = int(evaluate(e, env))
-            yield env
+            yield env, f" (one block of {tiles} tile(s), {steps} K step(s) each)"
 
 
-def _check(k: KernelIR, blk: _Block, env: dict) -> None:
-    bm, _, bk = k.schedule.block
-    size = f" (one block of {env['M'] // bm} tile(s), {env['K'] // bk} K step(s) each)"
+def _check(k: KernelIR, blk: _Block, size: str) -> None:
     order = _canonical(k, blk, size)
     seen = _ancestors(blk, order)
 

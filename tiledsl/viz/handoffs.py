@@ -138,7 +138,7 @@ def _trace_role(kernel: KernelIR, role: str, body: tuple[Stmt, ...], steps: int,
     """The role's statements of the first tile's K loop, evaluated at each step."""
     k_loop = next(s for s in walk(body) if is_loop(s, K_BLOCKS))
     bk = kernel.schedule.block[2]
-    sizes = {"M": kernel.schedule.block[0], "N": kernel.schedule.block[1], "K": 64 * bk}
+    sizes = kernel.gemm.size_env(kernel.schedule.block[0], kernel.schedule.block[1], 64 * bk)
     for q in range(steps):
         env = {**sizes, "tl": 0, k_loop.var: q, "pid": 0, "blocks": 1, "tiles": 1}
         _trace_body(k_loop.body, env, role, q, trace)

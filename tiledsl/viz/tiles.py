@@ -258,7 +258,7 @@ class Column:
 def trace_pipeline(kernel: KernelIR, buffers: list[str], steps: int) -> list[Column]:
     """Run the kernel's control flow for one block and a K loop of `steps` steps."""
     bm, bn, bk = kernel.schedule.block
-    env = {"M": bm, "N": bn, "K": steps * bk, "bm": 0, "bn": 0, **kernel.warp_coords()}
+    env = {**kernel.gemm.size_env(bm, bn, steps * bk), "bm": 0, "bn": 0, **kernel.warp_coords()}
     # one block of one tile (a persistent block's loop then runs once, by team 0 if pingpong)
     env.update({"tiles_m": 1, "tiles_n": 1, "pid": 0, "blocks": 1, "bz": 0})
     if kernel.teams > 1:
