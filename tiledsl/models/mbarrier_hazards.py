@@ -36,8 +36,10 @@ Given that, two accesses to a byte of shared memory, one a write, that are not t
 thread's in program order must be ordered by the graph: the first one's end (a TMA copy's
 landing, a wgmma group's retiring wait, a TMA store's `wait_group.read`) before the second
 one's start. A generic-proxy write that the async proxy reads (the lanes' stmatrix, then the
-TMA store) also needs the writer's `fence.proxy.async` between them. A wait for a phase
-that never completes, or completes only after the wait (a cycle), is a deadlock.
+TMA store) also needs the writer's `fence.proxy.async` between them. A canonical run that
+gets stuck — waits that nothing left to run can satisfy — is a deadlock; the other
+canonical order (the producer whenever it can) is tried first, to show a race that the
+deadlock may hide.
 
 `decide` asks, for every handoff statement, what breaks without it — the hazard or the
 deadlock it prevents — for `--explain-sync`; with `sync minimal` a statement without which
