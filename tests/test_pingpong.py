@@ -172,3 +172,7 @@ def test_check_shows_the_teams(capsys) -> None:
     assert "warp_specialize pingpong" in r.out
     assert "384 per block = 2 teams (pingpong, alternate tiles) of 1 warpgroups" in r.out
     assert "turn    2 x 8 bytes" in r.out
+    assert (
+        "  handoffs  proven to order every shared-memory access under every interleaving" in r.out
+    )
+    assert "; 13 kept, 0 removed;" in r.out
