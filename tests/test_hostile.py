@@ -725,3 +725,22 @@ def test_size_parameters_may_have_any_name(example, tmp_path, capsys):
         r = cli(["run", path, "--cpu", "--size", size], capsys)
         assert r.code == 0 and "PASS" in r.out, r.out + r.err
     assert cli(["viz", path, "-o", tmp_path / "pictures"], capsys).code == 0
+
+
+def test_two_dimensions_of_one_size_name_are_refused():
+    """N named M (found by the fuzz test, seed 47: the kernel got two arguments `int M`,
+    which nvcc refused, and unequal sizes indexed past the arrays)."""
+    text = (
+        HGEMM.replace("B: f16[K, N]", "B: f16[K, M]")
+        .replace("C: f32[M, N]", "C: f32[M, M]")
+        .replace("C: f16[M, N]", "C: f16[M, M]")
+    )
+    assert "[K, M]" in text
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "] = A[" in t or "] += A[" in t)
+    found = errors(text)
+    assert (
+        line,
+        5,
+        "the product's M and N are both the size 'M': each of M, N and K needs a name of its "
+        "own (or a literal size)",
+    ) in found, found
