@@ -721,10 +721,10 @@ def test_size_parameters_may_have_any_name(example, tmp_path, capsys):
     path.write_text(text)
     assert cli(["check", path, "--sweep"], capsys).code == 0
     assert cli(["check", path, "--size", "200x328x104"], capsys).code == 0
-    for size in ("256x384x192", "200x328x104"):
-        r = cli(["run", path, "--cpu", "--size", size], capsys)
-        assert r.code == 0 and "PASS" in r.out, r.out + r.err
-    assert cli(["viz", path, "-o", tmp_path / "pictures"], capsys).code == 0
+    r = cli(["run", path, "--cpu", "--size", "200x328x104"], capsys)  # a partial tile
+    assert r.code == 0 and "PASS" in r.out, r.out + r.err
+    if "pingpong" in example:  # the pictures trace the roles too
+        assert cli(["viz", path, "-o", tmp_path / "pictures"], capsys).code == 0
 
 
 def test_two_dimensions_of_one_size_name_are_refused():
