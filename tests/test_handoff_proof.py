@@ -306,3 +306,14 @@ def test_the_warp_specialization_picture_says_what_each_handoff_prevents(tmp_pat
     assert "kept: needed: without it, RAW on As" in text
     assert "kept: needed: without it, a deadlock on empty[0]" in text
     assert "kept: needed: without it, RAW on Cs" in text
+
+
+def test_a_second_compile_reuses_the_proof_on_its_own_statements() -> None:
+    """decide's verdicts are kept by the kernel's IR text and schedule: a second compile of
+    the same file gets them at once, attached to its own statements (what --explain-sync
+    and the pictures look up by identity)."""
+    first = compile_source(WS, "ws.tile").kernels[0]
+    second = compile_source(WS, "ws.tile").kernels[0]
+    assert [d.why for d in first.sync_report] == [d.why for d in second.sync_report]
+    mine = {id(s) for s in walk(second.body) if isinstance(s, HANDOFFS)}
+    assert {id(d.barrier) for d in second.sync_report} == mine

@@ -84,7 +84,7 @@ from ..ir.nodes import (
     map_body,
     walk,
 )
-from ..ir.printer import stmt_text
+from ..ir.printer import print_ir, stmt_text
 from .hazards import SyncDecision, tile_bytes
 
 
@@ -608,10 +608,35 @@ def _text(stmt) -> str:
 # ------------------------------------------------------------------ decisions
 
 
+#: decide's verdicts by kernel (its IR text and schedule): a pure function of them, and the
+#: proof is most of a warp-specialized compile, which the tests and `tune` repeat.
+_DECIDED: dict[tuple[str, str, bool], tuple[tuple[tuple[bool, str], ...], frozenset[int]]] = {}
+_MAX_DECIDED = 256
+
+
 def decide(kernel: KernelIR, remove: bool) -> tuple[tuple[SyncDecision, ...], frozenset[int]]:
     """Each handoff statement's decision: the problem it prevents (kept), or that the proof
-    holds without it (removed with `remove`, else kept). Raises TileError, at the
-    `warp_specialize` directive, when the kernel itself fails the proof."""
+    holds without it (removed with `remove`, else kept); and the ids of those removed.
+    Raises TileError, at the `warp_specialize` directive, when the kernel itself fails
+    the proof."""
+    statements = list({id(s): s for s in walk(kernel.body) if isinstance(s, HANDOFFS)}.values())
+    key = (print_ir(kernel), repr(kernel.schedule), remove)
+    verdicts = _DECIDED.get(key)
+    if verdicts is None:
+        verdicts = _decide(kernel, statements, remove)
+        if len(_DECIDED) >= _MAX_DECIDED:
+            _DECIDED.clear()
+        _DECIDED[key] = verdicts
+    kept_why, removed = verdicts
+    decisions = tuple(
+        SyncDecision(index, s, kept, why)
+        for index, (s, (kept, why)) in enumerate(zip(statements, kept_why, strict=True), 1)
+    )
+    return decisions, frozenset(id(statements[i]) for i in removed)
+
+
+def _decide(kernel: KernelIR, statements: list, remove: bool):
+    """(kept, why) per statement, and the indices of those removed."""
     try:
         prove(kernel)
     except HandoffProblem as err:
@@ -620,22 +645,20 @@ def decide(kernel: KernelIR, remove: bool) -> tuple[tuple[SyncDecision, ...], fr
             f"the roles' handoffs do not order every access: {err}",
             "this is a tiledsl bug in the pipeline it built; please report it",
         ) from None
-    statements = list({id(s): s for s in walk(kernel.body) if isinstance(s, HANDOFFS)}.values())
     removed: set[int] = set()
-    decisions = []
-    for index, s in enumerate(statements, 1):
+    verdicts = []
+    for s in statements:
         trial = removed | {id(s)}
         try:
             prove(_without(kernel, trial))
         except HandoffProblem as err:
-            decisions.append(SyncDecision(index, s, True, f"needed: without it, {err}"))
+            verdicts.append((True, f"needed: without it, {err}"))
             continue
         if remove:
             removed = trial
-        decisions.append(
-            SyncDecision(index, s, not remove, "redundant: the proof holds without it")
-        )
-    return tuple(decisions), frozenset(removed)
+        verdicts.append((not remove, "redundant: the proof holds without it"))
+    ids = [id(s) for s in statements]
+    return tuple(verdicts), frozenset(ids.index(r) for r in removed)
 
 
 def _without(kernel: KernelIR, ids: set[int]) -> KernelIR:
