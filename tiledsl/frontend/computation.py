@@ -163,24 +163,9 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
                 )
                 return None
             bound.setdefault(letter, (dim, acc))
-    # Each of M, N and K is a size parameter of its own (a kernel argument, and a size
-    # `run` and `tune` choose): one name for two of them would make two arguments of one
-    # name, and sizes that disagree with the declarations.
     sizes = {"M": bound[out_i][0], "N": bound[out_j][0], "K": bound[k_idx][0]}
-    named = [(what, d.name) for what, d in sizes.items() if isinstance(d, Var)]
-    for i, (what, name) in enumerate(named):
-        twin = next((w for w, n in named[:i] if n == name), None)
-        if twin is not None:
-            errs.add(
-                comp.loc,
-                f"the product's {twin} and {what} are both the size '{name}': each of M, N "
-                "and K needs a name of its own (or a literal size)",
-                f"name the {what} dimension apart, e.g. "
-                + {"N": "C: f32[M, N] with B: f16[K, N]", "K": "A: f16[M, K] with B: f16[K, N]"}[
-                    what
-                ],
-            )
-            return None
+    if not _distinct_sizes(sizes, comp, errs):
+        return None
     # Transposed access (A[k, m]) is legal and means a transposed operand; the
     # storage layout as seen by the product is derived by support.py.
     text = f"{_access(comp.out)} {comp.op} {_access(comp.lhs)} * {_access(comp.rhs)}"
@@ -196,6 +181,25 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
         extras=tuple(op for name, op in operands.items() if name not in (c.name, a.name, b.name)),
         batch=c.batch,
     )
+
+
+def _distinct_sizes(sizes: dict[str, Expr], comp, errs: Collector) -> bool:
+    """Each of M, N and K is a size parameter of its own (a kernel argument, and a size
+    `run` and `tune` choose): one name for two of them would make two arguments of one
+    name, and sizes that disagree with the declarations."""
+    named = [(what, d.name) for what, d in sizes.items() if isinstance(d, Var)]
+    for i, (what, name) in enumerate(named):
+        twin = next((w for w, n in named[:i] if n == name), None)
+        if twin is not None:
+            example = {"N": "C: f32[M, N] with B: f16[K, N]", "K": "A: f16[M, K] with B: f16[K, N]"}
+            errs.add(
+                comp.loc,
+                f"the product's {twin} and {what} are both the size '{name}': each of M, N "
+                "and K needs a name of its own (or a literal size)",
+                f"name the {what} dimension apart, e.g. {example[what]}",
+            )
+            return False
+    return True
 
 
 def _oriented(op: OperandInfo, written: tuple[str, ...], wanted: tuple[str, str]) -> OperandInfo:

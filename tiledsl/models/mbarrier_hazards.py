@@ -248,10 +248,8 @@ class _Block:
                 self.access(s.dst, a, elected, True, True, issue, land, s, None)
             case LoadFrag() if isinstance(s.src, SharedTile):
                 a.reads.append((s.src, tile_bytes(self.k, self.offsets, s.src, a.env), s))
-            case MmaFence() | Mma() | Fill() | EpilogueFrag():
+            case MmaFence() | Mma() | Fill() | EpilogueFrag() | LoadFrag():
                 pass  # registers only (a wgmma's tiles are read as its group runs)
-            case LoadFrag():
-                pass
             case MmaCommit():
                 group = self.node([self.step(t) for t in issuers])
                 a.groups.append(group)
