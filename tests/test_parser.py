@@ -276,6 +276,7 @@ DIRECTIVE_ARGS = {
     "copy": st.one_of(spaced(words("async", "sync"), VALUES), words("tma")),
     "warp_specialize": st.just(""),
     "persistent": st.just(""),
+    "cluster": shape(2),
     "pad": st.one_of(words("auto", "none", "xor"), commas(spaced(NAMES, VALUES))),
     "swizzle": st.one_of(words("none"), spaced(words("grouped", "zigzag"), VALUES)),
     "sync": words("all", "minimal"),

@@ -74,4 +74,11 @@ def _handoffs(k: KernelIR) -> list[str]:
                 out += textwrap.wrap(d.why, 100, initial_indent=" " * 8, subsequent_indent=" " * 10)
             elif isinstance(s, (TmaLoad, TmaStore)):
                 out.append(f"     {stmt_text(s)}")
+    after = [s for s in k.body if id(s) in decisions]  # after the roles: the cluster barrier
+    if after:
+        out.append("  after the roles (every thread of the block):")
+    for s in after:
+        d = decisions[id(s)]
+        out.append(f"     #{d.index} {'kept' if d.kept else 'removed'}: {stmt_text(s)}")
+        out += textwrap.wrap(d.why, 100, initial_indent=" " * 8, subsequent_indent=" " * 10)
     return out

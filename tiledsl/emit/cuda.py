@@ -11,7 +11,7 @@ from __future__ import annotations
 from .. import __version__
 from ..ir.epilogue import Epilogue
 from ..ir.expr import Expr, to_c
-from ..ir.grid import block_tile, grid_vars
+from ..ir.grid import cluster_place, block_tile, grid_vars
 from ..ir.nodes import (
     C_TYPES,
     DTYPE_BYTES,
@@ -179,7 +179,7 @@ __device__ __forceinline__ void cp_async_wait() {
             notes["stages"],
             notes["fragment_buffers"],
             notes["copy"],
-            *(notes[name] for name in ("warp_specialize", "persistent") if name in notes),
+            *(notes[name] for name in ("warp_specialize", "persistent", "cluster") if name in notes),
             notes["pad"],
             *self._buffer_constants(k),
             *lowering_for(k).constants(k),
@@ -249,6 +249,8 @@ __device__ __forceinline__ void cp_async_wait() {
         ]
 
     def _kernel_attributes(self, k: KernelIR) -> list[str]:
+        if k.cluster_size > 1:  # a cluster of consecutive blocks along x, fixed at compile time
+            return [f"__cluster_dims__({k.name}_schedule::CLUSTER_SIZE, 1, 1)"]
         return []
 
     def _prologue(self, k: KernelIR) -> list[str]:
@@ -290,13 +292,30 @@ __device__ __forceinline__ void cp_async_wait() {
                 "const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in "
                 "the block"
             )
+        out.append(
+            f"const int tiles_m = {to_c(tiles['tiles_m'])}, tiles_n = {to_c(tiles['tiles_n'])};"
+        )
+        if k.cluster_size > 1:
+            place = cluster_place(k)
+            out += [
+                f"const int ctiles_m = {to_c(tiles['ctiles_m'])}, ctiles_n = "
+                f"{to_c(tiles['ctiles_n'])};  // cluster tiles: CLUSTER_M x CLUSTER_N tiles each",
+                "const int rank = blockIdx.x % CLUSTER_SIZE;  // %cluster_ctarank: the "
+                "cluster is CLUSTER_SIZE consecutive blocks along x",
+                f"const int crow = {to_c(place['crow'])}, ccol = {to_c(place['ccol'])};  // "
+                "the block's place in its cluster's tile",
+            ]
         out += [
-            f"const int tiles_m = {to_c(tiles['tiles_m'])}, tiles_n = {to_c(tiles['tiles_n'])};",
-            "const int pid = blockIdx.x;  // "
-            + (
-                "the block's first tile (persistent: blocks step by gridDim.x)"
-                if k.persistent
-                else "one block per tile: tiles_m x tiles_n blocks"
+            (
+                "const int pid = blockIdx.x / CLUSTER_SIZE;  // the cluster's "
+                + ("first cluster tile (persistent)" if k.persistent else "cluster tile")
+                if k.cluster_size > 1
+                else "const int pid = blockIdx.x;  // "
+                + (
+                    "the block's first tile (persistent: blocks step by gridDim.x)"
+                    if k.persistent
+                    else "one block per tile: tiles_m x tiles_n blocks"
+                )
             ),
             *(
                 ["const int bz = blockIdx.y;  // which product of the batch"]

@@ -116,6 +116,7 @@ class Launch:
     # One per TMA-loaded operand, in the order of their parameters (the first in `args`).
     tensor_maps: tuple[TensorMapSpec, ...] = ()
     persistent: bool = False  # min(multiprocessor count, tiles) blocks, each looping over tiles
+    cluster_size: int = 1  # blocks per cluster along x (`cluster`: __cluster_dims__ fixes it)
     # when the launcher runs `edge` instead (tiledsl.lowering.edges.twin_condition)
     edge_when: str = "M, N or K is not a multiple of the block tile"
 
@@ -134,8 +135,15 @@ class Launch:
                 raise ValueError(
                     f"{self.kernel} is persistent: its grid needs the multiprocessor count (sms)"
                 )
-            x = min(sms, x)
+            # whole clusters: a cluster per `cluster_size` SMs (x is a multiple already)
+            x = min(sms // self.cluster_size * self.cluster_size, x)
         return x, int(evaluate(self.batch, sizes)) if self.batch else 1
+
+    def _persistent_grid(self, tiles: str) -> str:
+        if self.cluster_size == 1:
+            return f"min(multiprocessor count, {tiles})"
+        c = self.cluster_size
+        return f"min(multiprocessor count / {c} * {c}, {tiles})"
 
     def tensor_map(self, param: str) -> TensorMapSpec:
         return next(t for t in self.tensor_maps if t.param == param)
@@ -150,8 +158,13 @@ class Launch:
                 "z": 1,
             },
             **(
-                {"persistent": {"grid_x": f"min(multiprocessor count, {tiles})"}}
+                {"persistent": {"grid_x": self._persistent_grid(tiles)}}
                 if self.persistent
+                else {}
+            ),
+            **(
+                {"cluster": {"x": self.cluster_size, "y": 1, "z": 1}}
+                if self.cluster_size > 1
                 else {}
             ),
             "block": {"x": self.threads, "y": 1, "z": 1},
@@ -199,7 +212,8 @@ def tensor_maps_of(kernel: KernelIR) -> tuple[TensorMapSpec, ...]:
             dtype=op.dtype,
             layout=op.layout,
             global_dims=(cols, rows) if op.layout == "row" else (rows, cols),
-            box=(panel, buffer.lines),
+            # a multicast part of the tile is a box of its lines only
+            box=(panel, tile.rows if buffer.layout == "row" else tile.cols),
         )
         if specs.setdefault(name, spec) != spec:
             raise ValueError(f"{kernel.name}: {name} is loaded with TMA in two box shapes")
@@ -228,5 +242,6 @@ def launch_of(kernel: KernelIR) -> Launch:
         g.batch,
         maps,
         kernel.persistent,
+        kernel.cluster_size,
         twin_condition(kernel),
     )

@@ -79,6 +79,8 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
         notes["warp_specialize"] = ("warp_specialize", _specializing(k))
     if s.persistent:
         notes["persistent"] = ("persistent", _persisting(k))
+    if s.cluster_size > 1:
+        notes["cluster"] = (f"cluster {s.cluster[0]} x {s.cluster[1]}", _clustering(k))
     epilogue = Epilogue.of(s, k.gemm)
     if epilogue is not None:
         where = (
@@ -127,6 +129,22 @@ def _persisting(k: KernelIR) -> str:
         "one block per SM (gridDim.x, read at launch), each looping over tiles "
         "pid, pid + gridDim.x, ... in the swizzle's order; the producer runs into the next "
         "tile's loads while the consumers store C"
+    )
+
+
+def _clustering(k: KernelIR) -> str:
+    if k.cluster_size == 1:
+        return f"{LATER}: one block at a time"
+    cm, cn = k.cluster
+    shared = [
+        *([f"B's tile by the {cm} blocks along M ({cm} parts)"] if cm > 1 else []),
+        *([f"A's tile by the {cn} blocks along N ({cn} parts)"] if cn > 1 else []),
+    ]
+    return (
+        f"clusters of {cm} x {cn} blocks on neighbouring tiles; "
+        + " and ".join(shared)
+        + " shared: each block loads its part, which TMA multicasts into every sharer, "
+        "and a slot is refilled once every sharer has released it"
     )
 
 

@@ -121,6 +121,8 @@ class WgmmaLowering(PathLowering):
         out = [_HELPERS, ""]
         if any(hopper.specialized(k) for k in kernels):
             out += [hopper.HELPERS, ""]
+        if any(hopper.clustered(k) for k in kernels):
+            out += [hopper.CLUSTER_HELPERS, ""]
         if any(hopper.stores_by_tma(k) for k in kernels):
             out += [hopper.STORE_HELPERS, ""]
         for n, inputs in sorted({(k.schedule.mma[1], k.gemm.a.dtype) for k in kernels}):

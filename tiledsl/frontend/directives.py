@@ -140,6 +140,11 @@ def _read_coarsen(d, errs):
     return {"coarsen": v} if v else {}
 
 
+def _read_cluster(d, errs):
+    v = _ints(d, 2, errs)
+    return {"cluster": v} if v else {}
+
+
 def _read_stages(d, errs):
     v = _ints(d, 1, errs, minimum=0, maximum=MAX_STAGES)
     return {"stages": v[0]} if v else {}
@@ -304,6 +309,7 @@ _READERS = {
         "pingpong": _word(d) == "pingpong",
     },
     "persistent": lambda d, errs: {"persistent": True},
+    "cluster": _read_cluster,
     "sync": _simple("sync"),
     "load_order": _simple("load_order"),
     "accumulate": _simple("accumulate"),
@@ -322,6 +328,7 @@ _HINTS = {
     "block": "a block tile is written BM x BN x BK, e.g. 128 x 128 x 32",
     "mma": "a fragment shape is written M x N x K, e.g. 16 x 16 x 16",
     "coarsen": "warp coarsening is written CM x CN, e.g. 2 x 2",
+    "cluster": "a cluster is written CM x CN blocks, e.g. 2 x 1",
     "stages": "stages is 0 (no shared memory), 1 (one tile), or ≥ 2 (a pipeline)",
     "swizzle": "e.g. `swizzle grouped 8`, `swizzle snake 8`, `swizzle zigzag 2` or `swizzle none`",
 }

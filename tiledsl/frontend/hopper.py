@@ -1,5 +1,5 @@
 """The checks of the Hopper directives: `copy tma`, `warp_specialize`, `persistent`,
-`epilogue_via tma`.
+`cluster`, `epilogue_via tma`.
 
 What the warp-specialized kernel (tiledsl.passes.warp_specialization) asks of a schedule,
 refused here with the directive's location before anything is built:
@@ -9,6 +9,9 @@ refused here with the directive's location before anything is built:
 * `copy tma` and `warp_specialize` together (a TMA pipeline without a producer
   warpgroup, and a producer that copies with cp.async, are not built yet), and
   `persistent` only with them; `warp_specialize pingpong` only with `persistent`;
+* `cluster CM x CN` only with them, at most 8 blocks (the portable cluster size), and
+  tiles the cluster's blocks can split: each block loads 1/CM of B's tile and 1/CN of
+  A's (whole 8-line swizzle atoms) and multicasts its part;
 * what the first version does not build yet: a batch, `epilogue_via shared`;
 * `epilogue_via tma` only on a warp-specialized kernel, with a row-major C and a
   consumer warpgroup at least one 128-byte panel wide;
@@ -31,6 +34,7 @@ def uses_hopper_pipeline(sched: Schedule) -> bool:
         sched.copy_mode == "tma"
         or sched.warp_specialize
         or sched.persistent
+        or sched.cluster_size > 1
         or sched.epilogue_via == "tma"
     )
 
@@ -44,6 +48,7 @@ def check_hopper(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -
             ("copy", sched.copy_mode == "tma"),
             ("warp_specialize", sched.warp_specialize),
             ("persistent", sched.persistent),
+            ("cluster", sched.cluster_size > 1),
             ("epilogue_via", True),
         )
         if asked
@@ -58,6 +63,8 @@ def check_hopper(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -
         return
     _check_together(sched, errs)
     _check_unbuilt(sched, gemm, errs)
+    if sched.cluster_size > 1:
+        _check_cluster(sched, gemm, errs)
     if sched.epilogue_via == "tma":
         _check_tma_store(sched, gemm, errs)
     if sched.warp_specialize:
@@ -99,6 +106,57 @@ def _check_together(sched: Schedule, errs: Collector) -> None:
             f"a TMA pipeline needs stages ≥ 2 (this schedule has stages {sched.stages})",
             "write `stages 4`",
         )
+
+
+#: The most blocks a cluster may hold on every GPU that has clusters (sm_90: 16 with an
+#: opt-in attribute, 8 without).
+MAX_CLUSTER = 8
+#: Lines of one 128-byte swizzle atom: a multicast part starts on one, so that its bytes
+#: land where the whole tile's would.
+SWIZZLE_ATOM_LINES = 8
+
+
+def tile_lines(sched: Schedule, gemm: Gemm) -> dict[str, int]:
+    """The lines (the TMA box's outer side) of A's and B's block tiles: a row-major A is
+    BM lines of BK, a row-major B BK lines of BN (column-major: the other side)."""
+    bm, bn, bk = sched.block
+    return {
+        "A": bm if gemm.a.layout == "row" else bk,
+        "B": bk if gemm.b.layout == "row" else bn,
+    }
+
+
+def _check_cluster(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
+    """`cluster CM x CN`: a warp-specialized TMA kernel, at most MAX_CLUSTER blocks, and
+    tiles that split into whole swizzle atoms among the blocks that share them."""
+    loc = sched.loc("cluster")
+    if not sched.warp_specialize:
+        errs.add(
+            loc,
+            "cluster is built for warp-specialized TMA kernels (the producer multicasts "
+            "the tiles the cluster's blocks share)",
+            "add `copy tma` and `warp_specialize`",
+        )
+        return
+    if sched.cluster_size > MAX_CLUSTER:
+        errs.add(
+            loc,
+            f"a cluster of {sched.cluster[0]} x {sched.cluster[1]} = {sched.cluster_size} "
+            f"blocks: at most {MAX_CLUSTER} blocks are portable",
+            "write `cluster 2 x 1` (two blocks along M share B's tiles)",
+        )
+        return
+    lines = tile_lines(sched, gemm)
+    for operand, parts, along in (("B", sched.cluster[0], "M"), ("A", sched.cluster[1], "N")):
+        if parts > 1 and lines[operand] % (parts * SWIZZLE_ATOM_LINES):
+            errs.add(
+                loc,
+                f"the {parts} blocks of a cluster along {along} share {operand}'s tile of "
+                f"{lines[operand]} lines, each multicasting a part of whole "
+                f"{SWIZZLE_ATOM_LINES}-line swizzle atoms, and {lines[operand]} lines do not "
+                f"split so",
+                f"use a cluster of fewer blocks along {along}, or a larger block tile",
+            )
 
 
 def _check_tma_store(sched: Schedule, gemm: Gemm, errs: Collector) -> None:

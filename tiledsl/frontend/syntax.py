@@ -134,7 +134,7 @@ class Program:
 
 
 #: Directives written `A x B x C`; the formatter joins their numbers with ' x '.
-SHAPE_DIRECTIVES = frozenset({"block", "mma", "coarsen"})
+SHAPE_DIRECTIVES = frozenset({"block", "mma", "coarsen", "cluster"})
 
 #: Every directive of the language, in the order the formatter writes them.
 DIRECTIVES = (
@@ -146,6 +146,7 @@ DIRECTIVES = (
     "copy",
     "warp_specialize",
     "persistent",
+    "cluster",
     "pad",
     "swizzle",
     "sync",

@@ -42,11 +42,19 @@ PRODUCER, CONSUMER = 0, 1
 
 class HappensBefore:
     def __init__(
-        self, kernel: KernelIR, offsets: dict[str, int], units: int, pid: int, agents=AGENTS
+        self,
+        kernel: KernelIR,
+        offsets: dict[str, int],
+        units: int,
+        pid: int,
+        agents=AGENTS,
+        block_units: int | None = None,
     ):
         self.kernel = kernel
         self.offsets = offsets
         self.pid = pid
+        # a cluster's blocks in one shadow: block r's units from r * block_units on
+        self.block_units = block_units
         self.agents = agents
         n = len(agents)
         # clocks[a][b]: what agent a knows of agent b's counter; a's own starts at 1 so
@@ -151,9 +159,13 @@ class HappensBefore:
 
     def _race(self, unit: int, first: tuple, second: tuple) -> None:
         (a, kind_a, text_a), (b, kind_b, text_b) = first, second
+        block = f"block {self.pid}"
+        if self.block_units:
+            rank, unit = divmod(unit, self.block_units)
+            block = f"block {rank} of cluster {self.pid}"
         place = where(self.kernel, self.offsets, unit * UNIT, text_b)
         raise RaceError(
-            f"shared-memory race on {place} in block {self.pid}: {kind_a} by the "
+            f"shared-memory race on {place} in {block}: {kind_a} by the "
             f"{self.agents[a]} role in `{text_a}` and {kind_b} by the {self.agents[b]} role "
             f"in `{text_b}`, which no mbarrier handoff orders after it (the {self.agents[b]} "
             f"never waited on a phase that the {self.agents[a]} released into after its "

@@ -53,7 +53,7 @@ import numpy as np
 
 from ..ir.dtypes import VALUE, convert, decode, encode
 from ..ir.expr import INT32, evaluate, variables
-from ..ir.grid import block_tile, grid_vars
+from ..ir.grid import block_tile, cluster_place, grid_vars
 from ..ir.nodes import (
     DTYPE_BYTES,
     Arrive,
@@ -120,6 +120,7 @@ _NOT_IN_PRODUCER = (Fill, LoadFrag, Mma, StoreFrag, MmaFence, MmaCommit, MmaWait
 class Stats:
     blocks: int = 0
     block_barriers: int = 0
+    cluster_barriers: int = 0
     warp_barriers: int = 0
     mma: int = 0
     async_groups: int = 0
@@ -156,6 +157,7 @@ class _Flight:
     nbytes: int
     who: str
     stmt: TmaLoad
+    dest: _Block | None = None  # the block it lands in (a multicast: one flight per block)
 
 
 @dataclass
@@ -172,8 +174,22 @@ class _Block:
     unfenced: np.ndarray  # per unit: the agent whose write no proxy fence followed, or -1
     bars: MBarriers | None
     clocks: HappensBefore | None
-    flights: list[_Flight] = field(default_factory=list)
+    races: RaceLog
+    flights: list[_Flight] = field(default_factory=list)  # a cluster's blocks share one list
     landed: list[tuple[str, int, int, TmaLoad]] = field(default_factory=list)
+    # in a thread-block cluster (`cluster`): its rank, its units' place in the cluster's
+    # clocks, the cluster's blocks (itself included), its role threads still running, and
+    # whether it has exited (its roles done and no cluster barrier holding it back)
+    rank: int = 0
+    base: int = 0
+    cluster: list[_Block] = field(default_factory=list)
+    running: int = 0
+    holds: bool = False  # a cluster barrier after the roles: it exits with the cluster
+    exited: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"block {self.rank} of cluster {self.pid}" if self.cluster else f"block {self.pid}"
 
 
 @dataclass
@@ -220,6 +236,23 @@ class _Agent:
         return f"`{text}`" + (f" at {values}" if values else "")
 
 
+def _shares(kernel: KernelIR, a: _Block, b: _Block) -> bool:
+    """Whether blocks a and b of a cluster share a tile: the same cluster row (A's tile)
+    or column (B's). Ranks run down the cluster's columns: rank = crow + CLUSTER_M * ccol."""
+    cm = kernel.cluster[0]
+    return a.rank % cm == b.rank % cm or a.rank // cm == b.rank // cm
+
+
+def _receives(kernel: KernelIR, load: TmaLoad, issuer: _Block, b: _Block) -> bool:
+    """Whether a TMA load issued by `issuer` lands in block b (its multicast's blocks)."""
+    cm = kernel.cluster[0]
+    if load.multicast == "row":
+        return b.rank % cm == issuer.rank % cm
+    if load.multicast == "column":
+        return b.rank // cm == issuer.rank // cm
+    return b is issuer
+
+
 def has_roles(kernel: KernelIR) -> bool:
     """Whether the kernel is warp-specialized (its body holds a Roles)."""
     return kernel.specialization is not None
@@ -238,12 +271,17 @@ def interpret(
 
     A kernel with roles runs `schedules` interleavings (default 2), each over the whole
     grid from the same inputs, seeded by (`seed`, its number); they must agree to the
-    byte. `blocks` is a persistent kernel's grid (gridDim.x; default min(tiles, 3)).
+    byte. `blocks` is a persistent kernel's grid (gridDim.x; default min(tiles, 3), or in
+    clusters of `cluster_size` blocks, that many clusters' blocks rounded up).
     """
     if blocks is not None and not kernel.persistent:
         raise ValueError(f"{kernel.name} is not persistent: its grid is one block per tile")
     if blocks is not None and blocks < 1:
         raise ValueError(f"blocks = {blocks}: a grid has at least one block")
+    if blocks is not None and blocks % kernel.cluster_size:
+        raise ValueError(
+            f"blocks = {blocks}: the grid is whole clusters of {kernel.cluster_size} blocks"
+        )
     count = (DEFAULT_SCHEDULES if schedules is None else schedules) if has_roles(kernel) else 1
     if count < 1:
         raise ValueError(f"schedules = {schedules}: at least one")
@@ -295,7 +333,6 @@ class _Interpreter:
         )
         self.warp_env = kernel.warp_coords()  # every consumer warp's, of every team
         self.async_mma = async_mma(kernel)
-        self.races = RaceLog(kernel, self.offsets)
         self.roles = has_roles(kernel)
         # the roles' agents in the clocks: the producer, then each team of consumers
         self.agents = (
@@ -310,21 +347,84 @@ class _Interpreter:
         }
         batch = self.kernel.gemm.batch
         batches = int(evaluate(batch, self.sizes)) if batch is not None else 1
-        tiles = grid["tiles_m"] * grid["tiles_n"]
+        size = self.kernel.cluster_size
+        # in clusters the swizzle orders cluster tiles, and `pid` and `blocks` are clusters'
+        tiles = grid["tiles_m"] * grid["tiles_n"] if size == 1 else grid["ctiles_m"] * grid["ctiles_n"]
         blocks = tiles
         if self.kernel.persistent:
-            blocks = min(tiles, PERSISTENT_BLOCKS) if self.blocks is None else self.blocks
+            default = -(-PERSISTENT_BLOCKS // size)
+            blocks = min(tiles, default) if self.blocks is None else self.blocks // size
             grid["blocks"] = blocks
-        if blocks > INT32[1]:
-            raise InterpreterError(f"{blocks} blocks: more than the grid's x axis (blockIdx.x)")
+        if blocks * size > INT32[1]:
+            raise InterpreterError(
+                f"{blocks * size} blocks: more than the grid's x axis (blockIdx.x)"
+            )
         # a persistent block finds its tiles in its loop over them; the others have one
         mapping = {} if self.kernel.persistent else block_tile(self.kernel)
         for bz, pid in itertools.product(range(batches), range(blocks)):
-            self._run_block(grid, mapping, bz, pid)
+            if size > 1:
+                self._run_cluster(grid, mapping, bz, pid)
+            else:
+                self._run_block(grid, mapping, bz, pid)
         return self.stats
 
     def _run_block(self, grid: dict, mapping: dict, bz: int, pid: int) -> None:
+        units = self.arena_bytes // UNIT
+        clocks = (
+            HappensBefore(self.kernel, self.offsets, units, pid, self.agents)
+            if self.roles
+            else None
+        )
+        agent = self._new_block(grid, mapping, bz, pid, 0, clocks, len(self.agents))
+        self._schedule(agent.blk, [(agent, self.kernel.body)])
+        self._finish(agent)
+        self._end_block(agent.blk)
+
+    def _run_cluster(self, grid: dict, mapping: dict, bz: int, pid: int) -> None:
+        """The blocks of thread-block cluster `pid`, run concurrently: each block's top level
+        (its lets), then every block's roles interleaved in one scheduler (the blocks arrive
+        on each other's mbarriers and multicast into each other's stages), then the
+        statements after the roles (the cluster barrier)."""
+        size, units = self.kernel.cluster_size, self.arena_bytes // UNIT
+        names = tuple(f"{a} of block {r}" for r in range(size) for a in self.agents)
+        clocks = (
+            HappensBefore(self.kernel, self.offsets, units * size, pid, names, units)
+            if self.roles
+            else None
+        )
+        tops = [
+            self._new_block(grid, mapping, bz, pid, r, clocks, len(names)) for r in range(size)
+        ]
+        blocks = [top.blk for top in tops]
+        body = self.kernel.body
+        at = next(i for i, st in enumerate(body) if isinstance(st, Roles))
+        holds = any(isinstance(st, Barrier) and st.scope == "cluster" for st in body[at + 1 :])
+        bodies = []
+        for top in tops:
+            top.blk.cluster, top.blk.flights, top.blk.holds = blocks, blocks[0].flights, holds
+            for st in body[:at]:
+                self._execute(top, st)
+            bodies += self._role_agents(top, body[at])
+        self._schedule(blocks[0], bodies)
+        for ag, _ in bodies:
+            self._finish(ag)
+        for top in tops:
+            top.blk.exited = True
+            for st in body[at + 1 :]:
+                self._execute(top, st)
+            self._finish(top)
+        for blk in blocks:
+            self._end_block(blk)
+
+    def _new_block(
+        self, grid, mapping, bz: int, pid: int, rank: int, clocks, agents: int
+    ) -> _Agent:
+        """A block (of cluster `pid`, at `rank`, in clusters) and the agent of its top level."""
         env = {**self.sizes, **grid, "pid": pid, "bz": bz}
+        if self.kernel.cluster_size > 1:
+            env["rank"] = rank
+            for name, e in cluster_place(self.kernel).items():
+                env[name] = checked_int(e, env, name)
         for name, e in mapping.items():  # in order: each step may use the ones before
             env[name] = checked_int(e, env, name)
         env.update(self.warp_env)
@@ -334,6 +434,8 @@ class _Interpreter:
         }
         units = self.arena_bytes // UNIT
         memory = Memory(self.kernel, self.arrays, self.offsets, self.arena_bytes, env)
+        races = RaceLog(self.kernel, self.offsets)
+        races.start_block(pid)
         blk = _Block(
             pid,
             memory,
@@ -342,39 +444,40 @@ class _Interpreter:
             mma_busy=np.zeros(units, np.int32),
             store_busy=np.zeros(units, np.int32),
             unfenced=np.full(units, -1, np.int32),
-            bars=MBarriers(self.kernel, len(self.agents)) if self.kernel.mbarriers else None,
-            clocks=(
-                HappensBefore(self.kernel, self.offsets, units, pid, self.agents)
-                if self.roles
-                else None
-            ),
+            bars=MBarriers(self.kernel, agents) if self.kernel.mbarriers else None,
+            clocks=clocks,
+            races=races,
+            rank=rank,
+            base=rank * units,
         )
-        self.races.start_block(pid)
-        agent = _Agent(
-            "block", blk, env, memory, frags, self.warps, self.threads, 0, CONSUMER, False
+        first = rank * len(self.agents)  # its agents' place in the cluster's clocks
+        return _Agent(
+            "block", blk, env, memory, frags, self.warps, self.threads, 0, first + CONSUMER, False
         )
-        self._schedule(blk, [(agent, self.kernel.body)])
-        self._finish(agent)
-        if blk.flights:
-            f = blk.flights[0]
+
+    def _end_block(self, blk: _Block) -> None:
+        """What must hold when a block exits: its copies landed, and observed."""
+        mine = [f for f in blk.flights if (f.dest or blk) is blk]
+        if mine:
+            f = mine[0]
             raise InterpreterError(
-                f"block {pid} ends with the TMA copy `{stmt_text(f.stmt)}` still in flight: "
+                f"{blk.label} ends with the TMA copy `{stmt_text(f.stmt)}` still in flight: "
                 f"no mbarrier.wait on {f.bar[0]}[{f.bar[1]}] waits for it to land"
             )
         assert blk.bars is not None or not blk.landed  # a TMA copy counts on a barrier
         for name, slot, phase, stmt in blk.landed:
             if blk.bars is not None and blk.bars.observed(name, slot) < phase:
                 raise InterpreterError(
-                    f"the TMA copy `{stmt_text(stmt)}` (block {pid}) landed in phase {phase} "
+                    f"the TMA copy `{stmt_text(stmt)}` ({blk.label}) landed in phase {phase} "
                     f"of {name}[{slot}], which no mbarrier.wait observed complete: on the "
                     "GPU the block may exit, or overwrite the tile, before it lands"
                 )
-        self.races.check_phase()
+        blk.races.check_phase()
         self.stats.blocks += 1
 
     def _finish(self, ag: _Agent) -> None:
         """What an agent must have retired by its end."""
-        where = f"block {ag.blk.pid}" + (f", the {ag.role} role" if ag.in_role else "")
+        where = ag.blk.label + (f", the {ag.role} role" if ag.in_role else "")
         if ag.mma_reads or any(ag.mma_groups):
             raise InterpreterError(
                 f"wgmmas were issued but never waited for ({where}): a wgmma.wait_group is missing"
@@ -396,23 +499,44 @@ class _Interpreter:
         """Run each (agent, body) to its end, interleaved, with the block's TMA copies."""
         threads = [
             Thread(
-                ag.role,
+                f"{ag.blk.label}'s {ag.role}" if ag.blk.cluster else ag.role,
                 PRODUCER if ag.role == "producer" else CONSUMER,
-                self._body(ag, body),
+                self._running(ag, body),
                 ag.where,
+                bars=ag.blk.bars,
             )
             for ag, body in bodies
         ]
-        scheduler = Scheduler(self.rng, blk.bars, blk.pid)
+        for ag, _ in bodies:
+            ag.blk.running += 1
+        scheduler = Scheduler(self.rng, blk.bars, blk.label)
         steps = scheduler.run(threads, blk.flights, lambda i: self._land_tma(blk, i))
         self.stats.steps += steps  # after the run: a nested run (the roles) adds its own
 
+    def _running(self, ag: _Agent, body):
+        """`body`'s steps; after the last, the block exits once its every role is done
+        (in a cluster without a cluster barrier after the roles: nothing holds it)."""
+        yield from self._body(ag, body)
+        blk = ag.blk
+        blk.running -= 1
+        if blk.cluster and not blk.running and not blk.holds:
+            blk.exited = True
+
     def _roles(self, ag: _Agent, s: Roles) -> None:
         """Fork the producer and the consumer, run them concurrently, join."""
+        bodies = self._role_agents(ag, s)
+        self._schedule(ag.blk, bodies)
+        for role, _ in bodies:
+            self._finish(role)
+
+    def _role_agents(self, ag: _Agent, s: Roles) -> list:
+        """The producer and the consumer (a team each, pingpong) of `ag`'s block, with
+        their bodies."""
         if ag.in_role:
             raise InterpreterError(f"roles inside the {ag.role} role")
-        self.races.check_phase()  # the fork orders what the block did before
+        ag.blk.races.check_phase()  # the fork orders what the block did before
         blk = ag.blk
+        first = blk.rank * len(self.agents)  # the block's agents in the cluster's clocks
         env = {k: v for k, v in ag.env.items() if k not in self.warp_env}
         producer = _Agent(
             "producer",
@@ -423,7 +547,7 @@ class _Interpreter:
             1,
             1,
             self.kernel.consumer_warps * self.warp_width,  # one elected thread after them
-            PRODUCER,
+            first + PRODUCER,
             True,
         )
         teams = self.kernel.teams
@@ -444,16 +568,12 @@ class _Interpreter:
                 self.warps,
                 self.warps * self.warp_width,
                 team * self.warps * self.warp_width,
-                CONSUMER + team,
+                first + CONSUMER + team,
                 True,
                 team=team if teams > 1 else None,
             )
             consumers.append(consumer)
-        bodies = [(producer, s.producer.body)] + [(c, s.consumer.body) for c in consumers]
-        self._schedule(blk, bodies)
-        self._finish(producer)
-        for consumer in consumers:
-            self._finish(consumer)
+        return [(producer, s.producer.body)] + [(c, s.consumer.body) for c in consumers]
 
     def _wait(self, ag: _Agent, s: Wait):
         """mbarrier.try_wait.parity in a loop: blocked until the phase completes."""
@@ -479,12 +599,23 @@ class _Interpreter:
         clocks = ag.blk.clocks
         clock = clocks.release(ag.index) if ag.in_role and clocks is not None else None
         nbytes = s.bytes * ag.warps if isinstance(s, ExpectTx) else 0
-        bars.arrive(name, slot, ag.warps, nbytes, clock, ag.role, s)
+        targets = [ag.blk]
+        if isinstance(s, Arrive) and s.sharers:  # remote arrivals too: every sharing block
+            targets = [b for b in ag.blk.cluster or [ag.blk] if _shares(self.kernel, ag.blk, b)]
+        for blk in targets:
+            if blk.exited:
+                raise InterpreterError(
+                    f"`{stmt_text(s)}`{ag.who} of {ag.blk.label} arrives on {name}[{slot}] of "
+                    f"{blk.label}, which may have exited: a cluster barrier before the "
+                    "cluster's blocks exit is missing"
+                )
+            self._bars(ag, s, blk).arrive(name, slot, ag.warps, nbytes, clock, ag.role, s)
 
-    def _bars(self, ag: _Agent, s) -> MBarriers:
-        if ag.blk.bars is None:
+    def _bars(self, ag: _Agent, s, blk: _Block | None = None) -> MBarriers:
+        bars = (blk or ag.blk).bars
+        if bars is None:
             raise InterpreterError(f"`{stmt_text(s)}`: the kernel declares no mbarriers")
-        return ag.blk.bars
+        return bars
 
     def _tma(self, ag: _Agent, s: TmaLoad) -> None:
         """cp.async.bulk.tensor: read the global box now; its bytes land later."""
@@ -506,16 +637,19 @@ class _Interpreter:
         check_tma(ag.memory, s, text)
         values = convert(src[sflat], ag.memory.dtype(s.src), ag.memory.dtype(s.dst))
         values = np.where(inside[0], values, np.zeros((), dst.dtype))  # out of bounds: zeros
-        self._not_in_flight(ag, dunits, s)
-        self._not_being_read(ag, dunits, s)
-        blk.tma_busy[dunits] = True
         clocks = blk.clocks
         clock = clocks.issue(ag.index) if ag.in_role and clocks is not None else None
         nbytes = s.dst.rows * s.dst.cols * DTYPE_BYTES[ag.memory.dtype(s.dst)]
         agent = ag.index if clock is not None else None
-        blk.flights.append(
-            _Flight(dst, dflat, values, dunits, agent, clock, bar, nbytes, ag.role, s)
-        )
+        # multicast: the same bytes into the same offsets of every block it names
+        for dest in [b for b in blk.cluster if _receives(self.kernel, s, blk, b)] or [blk]:
+            self._not_in_flight(ag, dunits, s, dest)
+            self._not_being_read(ag, dunits, s, dest)
+            dest.tma_busy[dunits] = True
+            view = dest.memory.views[s.dst.buffer]
+            blk.flights.append(
+                _Flight(view, dflat, values, dunits, agent, clock, bar, nbytes, ag.role, s, dest)
+            )
         self.stats.tma_loads += 1
 
     def _register_epilogue(self, ag: _Agent, s: EpilogueFrag) -> None:
@@ -583,6 +717,12 @@ class _Interpreter:
     def _land_tma(self, blk: _Block, i: int) -> None:
         """The TMA unit has written copy `i`: its bytes count on its barrier now."""
         f = blk.flights.pop(i)
+        blk = f.dest or blk  # where it lands
+        if blk.exited:
+            raise InterpreterError(
+                f"the TMA copy `{stmt_text(f.stmt)}` ({f.who} role) lands in {blk.label}, "
+                "which may have exited: no mbarrier.wait of that block waits for it"
+            )
         if (blk.mma_busy[f.units] > 0).any():
             raise InterpreterError(
                 f"the TMA copy `{stmt_text(f.stmt)}` ({f.who} role) lands on shared memory "
@@ -597,7 +737,7 @@ class _Interpreter:
         blk.tma_busy[f.units] = False
         if blk.clocks is not None and f.agent is not None:
             assert f.clock is not None
-            blk.clocks.write(f.agent, f.clock, f.units, f.stmt)
+            blk.clocks.write(f.agent, f.clock, f.units + blk.base, f.stmt)
         blk.landed.append((name, slot, phase, f.stmt))
 
     # ------------------------------------------------------------ statements
@@ -668,16 +808,20 @@ class _Interpreter:
                 self.stats.async_groups += 1
             case AsyncWait():
                 self._retire_copies(ag, s.pending)
-            case Barrier(scope="block"):
+            case Barrier(scope="block" | "cluster"):
                 if ag.in_role:
                     raise InterpreterError(
-                        f"`{stmt_text(s)}` in the {ag.role} role: __syncthreads in one branch "
-                        "of the roles waits for threads that never reach it (a hung block)"
+                        f"`{stmt_text(s)}` in the {ag.role} role: a {s.scope} barrier in one "
+                        "branch of the roles waits for threads that never reach it (a hung "
+                        "block)"
                     )
-                self.races.check_phase()
-                self.stats.block_barriers += 1
+                ag.blk.races.check_phase()
+                if s.scope == "block":
+                    self.stats.block_barriers += 1
+                else:
+                    self.stats.cluster_barriers += 1
             case Barrier():
-                self.races.warp_barrier(ag.env.get("warp", slice(None)))  # the agent's warps
+                ag.blk.races.warp_barrier(ag.env.get("warp", slice(None)))  # the agent's warps
                 self.stats.warp_barriers += 1
             case Arrive() | ExpectTx():
                 self._arrive(ag, s)
@@ -757,13 +901,14 @@ class _Interpreter:
         """An access to shared memory: into the phase race log (the IR warps' accesses
         among themselves), and across the roles into the clocks."""
         if ag.role != "producer":
-            self.races.record(units, issuers, write, stmt)
+            ag.blk.races.record(units, issuers, write, stmt)
         clocks = ag.blk.clocks
         if ag.in_role and clocks is not None:
+            shadow = np.asarray(units) + ag.blk.base  # the block's units among the cluster's
             if write:
-                clocks.write(ag.index, clocks.clock(ag.index), units, stmt)
+                clocks.write(ag.index, clocks.clock(ag.index), shadow, stmt)
             else:
-                clocks.read(ag.index, units, stmt)
+                clocks.read(ag.index, shadow, stmt)
 
     def _read_tile(self, ag: _Agent, tile: Tile, stmt) -> np.ndarray:
         data, flat, units, issuers = ag.memory.warp_tile(tile, stmt_text(stmt))
@@ -781,8 +926,8 @@ class _Interpreter:
             ag.blk.unfenced[units] = ag.index  # the generic proxy's: a TMA store needs a fence
         data[flat] = encode(values, ag.memory.dtype(tile))
 
-    def _not_in_flight(self, ag: _Agent, units, stmt) -> None:
-        blk = ag.blk
+    def _not_in_flight(self, ag: _Agent, units, stmt, blk: _Block | None = None) -> None:
+        blk = blk or ag.blk
         if blk.inflight[units].any():
             raise InterpreterError(
                 f"`{stmt_text(stmt)}`{ag.who} touches shared memory that a cp.async is "
@@ -797,14 +942,15 @@ class _Interpreter:
                 f"{f.bar[0]}[{f.bar[1]}] is missing before it"
             )
 
-    def _not_being_read(self, ag: _Agent, units, stmt) -> None:
-        if (ag.blk.store_busy[np.asarray(units)] > 0).any():
+    def _not_being_read(self, ag: _Agent, units, stmt, blk: _Block | None = None) -> None:
+        blk = blk or ag.blk
+        if (blk.store_busy[np.asarray(units)] > 0).any():
             raise InterpreterError(
                 f"`{stmt_text(stmt)}`{ag.who} overwrites shared memory that a TMA store may "
                 "still be reading: a tma.store_wait (cp.async.bulk.wait_group.read) is "
                 "missing before it"
             )
-        if not (ag.blk.mma_busy[np.asarray(units)] > 0).any():
+        if not (blk.mma_busy[np.asarray(units)] > 0).any():
             return
         if ag.in_role and ag.role != "consumer":
             raise InterpreterError(

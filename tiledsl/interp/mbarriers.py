@@ -40,7 +40,9 @@ class _Slot:
     expected: int
     phase: int = 0
     arrived: int = 0
-    tx: int = 0  # bytes announced by expect_tx and not yet delivered (never below 0)
+    # bytes announced by expect_tx and not yet delivered: below 0 only while an arrival is
+    # still out (a cluster's multicast may land before this block's expect_tx)
+    tx: int = 0
     clock: list[int] = field(default_factory=lambda: [0, 0])  # the current phase's releases
     done: list[int] | None = None  # the clock of the last completed phase
     observed: int = -1  # the latest phase a passing wait has observed complete
@@ -51,6 +53,8 @@ class MBarriers:
 
     def __init__(self, kernel: KernelIR, agents: int = 2):
         self.agents = agents
+        # in a cluster another block's multicast may land before this block's expect_tx
+        self.early_bytes = kernel.cluster_size > 1
         self.slots: dict[str, list[_Slot]] = {
             m.name: [_Slot(m.arrivals, clock=[0] * agents) for _ in range(m.slots)]
             for m in kernel.mbarriers
@@ -91,18 +95,25 @@ class MBarriers:
             )
         s.arrived += count
         s.tx += nbytes
+        if s.arrived == s.expected and s.tx < 0:
+            raise InterpreterError(
+                f"`{stmt_text(stmt)}` in the {who} role: the last arrival on {name}[{slot}] in "
+                f"its phase {s.phase} finds {-s.tx} byte(s) more delivered than every "
+                "mbarrier.expect_tx of the phase announced (the transaction count would stay "
+                "negative: the phase never completes)"
+            )
         self._join(s, clock)
         self._complete(s)
 
     def complete_tx(self, name: str, slot: int, nbytes: int, clock, who: str, stmt) -> None:
         """A TMA copy counted on `name[slot]` has landed its `nbytes` bytes."""
         s = self.slots[name][slot]
-        if s.tx < nbytes:
+        if s.tx < nbytes and (s.arrived == s.expected or not self.early_bytes):
             raise InterpreterError(
                 f"`{stmt_text(stmt)}` (the {who}'s TMA copy) delivers {nbytes} bytes to "
                 f"{name}[{slot}] in its phase {s.phase}, which expects only {s.tx} more: "
-                "bytes that no mbarrier.expect_tx announced (the barrier's transaction "
-                "count would go negative)"
+                "bytes that no mbarrier.expect_tx announced (every arrival of the phase is "
+                "in, and the barrier's transaction count would go negative)"
             )
         s.tx -= nbytes
         self._join(s, clock)

@@ -1,6 +1,6 @@
 """The roles of a warp-specialized block, run concurrently: a seeded scheduler.
 
-    sched = Scheduler(rng, bars, pid)
+    sched = Scheduler(rng, bars, label)
     steps = sched.run(threads, flights, land)    # until every thread is done
 
 Each role is a `Thread`: a generator over its body that advances one statement per
@@ -53,15 +53,16 @@ class Thread:
     index: int  # which weight it runs with: 0 producer, 1 consumer
     steps: Iterator[Blocked | None]
     where: Callable[[], str]  # its statement and loop variables, for a report
+    bars: MBarriers | None = None  # its block's (a cluster's blocks are scheduled together)
     blocked: Blocked | None = None
     done: bool = False
 
 
 class Scheduler:
-    def __init__(self, rng: np.random.Generator | None, bars: MBarriers | None, pid: int):
+    def __init__(self, rng: np.random.Generator | None, bars: MBarriers | None, label: str):
         self.rng = rng
         self.bars = bars
-        self.pid = pid
+        self.label = label  # "block 3", or "block 1 of cluster 0": for reports
         self.max_steps = MAX_STEPS
         self._buffer = np.empty(0)
         self._next = 0
@@ -81,7 +82,7 @@ class Scheduler:
             steps += 1
             if steps > self.max_steps:
                 raise InterpreterError(
-                    f"block {self.pid}: the roles did not finish in {self.max_steps} "
+                    f"{self.label}: the roles did not finish in {self.max_steps} "
                     "scheduler steps"
                 )
             if len(runnable) == 1 and not flights:
@@ -97,7 +98,8 @@ class Scheduler:
 
     def _can_run(self, t: Thread) -> bool:
         b = t.blocked
-        return b is None or (self.bars is not None and self.bars.passes(b.bar, b.slot, b.parity))
+        bars = t.bars or self.bars
+        return b is None or (bars is not None and bars.passes(b.bar, b.slot, b.parity))
 
     def _advance(self, t: Thread) -> None:
         try:
@@ -138,7 +140,7 @@ class Scheduler:
     # ------------------------------------------------------------ reports
     def _deadlock(self, threads: list[Thread]) -> str:
         lines = [
-            f"deadlock in block {self.pid}: no role can advance, and no TMA copy is in "
+            f"deadlock in {self.label}: no role can advance, and no TMA copy is in "
             "flight to complete a phase (on the GPU the block hangs)"
         ]
         for t in threads:
@@ -147,7 +149,8 @@ class Scheduler:
                 continue
             b = t.blocked
             assert b is not None  # not done and not runnable: blocked in a wait
-            state = self.bars.describe(b.bar, b.slot) if self.bars is not None else ""
+            bars = t.bars or self.bars
+            state = bars.describe(b.bar, b.slot) if bars is not None else ""
             lines.append(
                 f"  {t.name}: blocked in {t.where()}: it waits for the phase of parity "
                 f"{b.parity} of {b.bar}[{b.slot}] to complete; {state}"

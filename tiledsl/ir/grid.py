@@ -17,29 +17,67 @@ the launcher (the grid size), so all three visit the same tiles in one order.
 
 from __future__ import annotations
 
-from .expr import Const, Expr, Var, ceil_div, minimum
+from .expr import Const, Expr, Var, ceil_div, minimum, substitute
 from .nodes import KernelIR
 
 PID, TILES_M, TILES_N = Var("pid"), Var("tiles_m"), Var("tiles_n")
+# A thread-block cluster (`cluster CM x CN`): the block's rank in it, and its place there
+RANK, CROW, CCOL = Var("rank"), Var("crow"), Var("ccol")
+CTILES_M, CTILES_N = Var("ctiles_m"), Var("ctiles_n")
 
 
 def grid_vars(kernel: KernelIR) -> dict[str, Expr]:
-    """Block tiles along M and N, over the size parameters."""
+    """Block tiles along M and N, over the size parameters (and, in clusters, the
+    cluster tiles: CM x CN block tiles each, the last ones part outside C)."""
     bm, bn, _ = kernel.schedule.block
-    return {
+    tiles = {
         "tiles_m": ceil_div(kernel.gemm.m, Const(bm, "BM")),
         "tiles_n": ceil_div(kernel.gemm.n, Const(bn, "BN")),
     }
+    if kernel.cluster_size > 1:
+        cm, cn = kernel.cluster
+        tiles["ctiles_m"] = ceil_div(tiles["tiles_m"], Const(cm, "CLUSTER_M"))
+        tiles["ctiles_n"] = ceil_div(tiles["tiles_n"], Const(cn, "CLUSTER_N"))
+    return tiles
 
 
 def grid_size(kernel: KernelIR) -> Expr:
+    """Blocks of one product: a block per tile (in clusters, every cluster tile's blocks)."""
     tiles = grid_vars(kernel)
+    if kernel.cluster_size > 1:
+        return tiles["ctiles_m"] * tiles["ctiles_n"] * Const(kernel.cluster_size, "CLUSTER_SIZE")
     return tiles["tiles_m"] * tiles["tiles_n"]
+
+
+def cluster_place(kernel: KernelIR) -> dict[str, Expr]:
+    """A block's place in its cluster from its rank (%cluster_ctarank: blockIdx.x modulo
+    the cluster's size, the cluster being CLUSTER_SIZE consecutive blocks along x): its
+    row `crow` along M, its column `ccol` along N."""
+    if kernel.cluster_size == 1:
+        return {}
+    cm = Const(kernel.cluster[0], "CLUSTER_M")
+    return {"crow": RANK % cm, "ccol": RANK // cm}
 
 
 def block_tile(kernel: KernelIR) -> dict[str, Expr]:
     """Named steps from `pid` to `bm` and `bn`, each over the names before it."""
-    return raster_steps(*kernel.raster)
+    return tile_steps(kernel)
+
+
+def tile_steps(kernel: KernelIR) -> dict[str, Expr]:
+    """The swizzle's steps from `pid` to the block tile (`bm`, `bn`). In clusters `pid` is
+    the cluster's: the swizzle orders cluster tiles (`cbm`, `cbn`, over ctiles_m x
+    ctiles_n), and a block's tile is its place in its cluster's."""
+    steps = raster_steps(*kernel.raster)
+    if kernel.cluster_size == 1:
+        return steps
+    cm, cn = kernel.cluster
+    names = {"bm": "cbm", "bn": "cbn"}
+    over = {"tiles_m": CTILES_M, "tiles_n": CTILES_N, "bm": Var("cbm"), "bn": Var("cbn")}
+    out = {names.get(name, name): substitute(e, over) for name, e in steps.items()}
+    out["bm"] = Var("cbm") * Const(cm, "CLUSTER_M") + CROW
+    out["bn"] = Var("cbn") * Const(cn, "CLUSTER_N") + CCOL
+    return out
 
 
 def raster_steps(kind: str, param: int) -> dict[str, Expr]:

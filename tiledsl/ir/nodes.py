@@ -60,7 +60,11 @@ from .targets import Target
 if TYPE_CHECKING:
     from .epilogue import Epilogue
 
-BarrierScope = Literal["block", "warp"]  # __syncthreads, or the IR warp's own barrier
+# __syncthreads, the IR warp's own barrier, or every thread of every block of the cluster
+BarrierScope = Literal["block", "warp", "cluster"]
+# A TMA load's destinations in a thread-block cluster: the issuing block alone, or every
+# block of its cluster row (same bm: they share A's tile) or cluster column (same bn: B's)
+Multicast = Literal["", "row", "column"]
 CopyIssuer = Literal["block", "warp"]  # all threads of the block, or each warp's lanes
 FragmentRole = Literal["matrix_a", "matrix_b", "accumulator"]
 Axis = Literal["cols", "rows"]
@@ -357,11 +361,16 @@ class BarrierRef:
 class TmaLoad:
     """cp.async.bulk.tensor: the TMA unit copies global tile `src` into shared tile `dst`
     (in the 128-byte swizzle, one box per 64-element panel), asynchronously; its bytes
-    count on `bar`. Issued by one thread; elements outside the operand arrive as zeros."""
+    count on `bar`. Issued by one thread; elements outside the operand arrive as zeros.
+
+    `multicast` row / column (`cluster`): the bytes land in `dst` of every block of the
+    issuing block's cluster row / column, each counting on its own `bar` (the same
+    offsets in every block's shared memory)."""
 
     dst: SharedTile
     src: GlobalTile
     bar: BarrierRef
+    multicast: Multicast = ""
 
 
 @dataclass(frozen=True)
@@ -416,10 +425,15 @@ class ExpectTx:
 @dataclass(frozen=True)
 class Arrive:
     """mbarrier.arrive by one thread of each IR warp (warpgroup) that runs it, after the
-    warpgroup is done with what the barrier hands back."""
+    warpgroup is done with what the barrier hands back.
+
+    `sharers` (`cluster`): one arrival on `bar` in each block of the cluster that shares a
+    tile with this one (its cluster row and column, itself included) — a remote arrive on
+    the other blocks' barriers, whose slots this block's producer multicasts into."""
 
     bar: BarrierRef
     reason: str = ""
+    sharers: bool = False
 
 
 @dataclass(frozen=True)
@@ -509,6 +523,7 @@ class KernelIR:
     producer_warps: int = 0  # warpgroups beside the IR warps (warp specialization's producer)
     teams: int = 1  # copies of the IR warps, each on a tile of its own (`warp_specialize pingpong`)
     persistent: bool = False  # gridDim.x blocks (the SM count), each looping over tiles
+    cluster: tuple[int, int] = (1, 1)  # blocks per thread-block cluster along M, N (`cluster`)
     # The guarded twin for sizes that are not multiples of the block tile (tiledsl.lowering.edges);
     # this kernel, unguarded, is the fast path for sizes that are.
     edge: KernelIR | None = None
@@ -516,6 +531,10 @@ class KernelIR:
     @property
     def warp_count(self) -> int:
         return self.warps[0] * self.warps[1]
+
+    @property
+    def cluster_size(self) -> int:
+        return self.cluster[0] * self.cluster[1]
 
     @property
     def warp_width(self) -> int:

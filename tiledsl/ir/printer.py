@@ -68,6 +68,11 @@ def print_ir(kernel: KernelIR) -> str:
     ]
     if kernel.persistent:
         lines.append("  persist  gridDim.x blocks (the SM count), each looping over tiles")
+    if kernel.cluster_size > 1:
+        cm, cn = kernel.cluster
+        lines.append(
+            f"  cluster  {cm} x {cn} blocks: B's tiles multicast along M, A's along N"
+        )
     if kernel.edge is not None:
         lines.append(
             f"  edges    sizes that are not multiples of BM x BN x BK run {kernel.edge.name}: "
@@ -158,7 +163,10 @@ def stmt_text(stmt) -> str:
         case Roles():
             return "roles"
         case TmaLoad():
-            return f"copy.tma {tile_text(stmt.dst)} <- {tile_text(stmt.src)}, on {stmt.bar}"
+            cast = f", multicast to the cluster {stmt.multicast}" if stmt.multicast else ""
+            return (
+                f"copy.tma {tile_text(stmt.dst)} <- {tile_text(stmt.src)}, on {stmt.bar}{cast}"
+            )
         case TmaStore():
             return f"copy.tma.store {tile_text(stmt.dst)} <- {tile_text(stmt.src)}"
         case TmaStoreWait():
@@ -170,7 +178,8 @@ def stmt_text(stmt) -> str:
         case ExpectTx():
             return f"mbarrier.expect_tx {stmt.bar} {stmt.bytes} bytes" + _note(stmt.reason)
         case Arrive():
-            return f"mbarrier.arrive {stmt.bar}" + _note(stmt.reason)
+            where = " in every block sharing a tile" if stmt.sharers else ""
+            return f"mbarrier.arrive {stmt.bar}{where}" + _note(stmt.reason)
         case Wait():
             return f"mbarrier.wait {stmt.bar} parity {_e(stmt.parity)}" + _note(stmt.reason)
     raise TypeError(f"no text for {type(stmt).__name__}")

@@ -44,6 +44,10 @@ class Schedule:
     # while the other computes; `cooperative` (the default): one team shares every tile
     pingpong: bool = False
     persistent: bool = False
+    # `cluster CM x CN`: thread-block clusters of CM blocks along M by CN along N; the
+    # tiles the blocks of a cluster share (A along a cluster row, B along a column) are
+    # fetched once, each block loading a part and the TMA unit multicasting it to all
+    cluster: tuple[int, int] = (1, 1)
     pad: PadMode = "auto"  # explicit: `pad A n, B n`
     pad_a: int = 0
     pad_b: int = 0
@@ -87,6 +91,11 @@ class Schedule:
         if m * cm <= 0 or n * cn <= 0:
             return 0, 0  # a shape the analysis refuses (mma m64n0k16): no warp fits
         return bm // (m * cm), bn // (n * cn)
+
+    @property
+    def cluster_size(self) -> int:
+        """Blocks per thread-block cluster (1: no cluster)."""
+        return self.cluster[0] * self.cluster[1]
 
     @property
     def teams(self) -> int:

@@ -181,8 +181,10 @@ def verify(kernel: KernelIR, after: str = "lower") -> None:
                 case Fill():
                     check_frag(stmt.frag, "accumulator")
                 case Barrier():
-                    if stmt.scope not in ("block", "warp"):
+                    if stmt.scope not in ("block", "warp", "cluster"):
                         problem(f"unknown barrier scope '{stmt.scope}'")
+                    elif stmt.scope == "cluster" and kernel.cluster_size == 1:
+                        problem("a cluster barrier in a kernel without a cluster")
                 case If():
                     for e in (stmt.lhs, stmt.rhs):
                         check_expr(e, scope)

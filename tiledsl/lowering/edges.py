@@ -88,6 +88,7 @@ def _classic(schedule):
         warp_specialize=False,
         pingpong=False,
         persistent=False,
+        cluster=(1, 1),
     )
 
 

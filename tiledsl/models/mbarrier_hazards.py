@@ -53,7 +53,7 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import error
 from ..ir.expr import evaluate
-from ..ir.grid import block_tile, grid_vars
+from ..ir.grid import block_tile, cluster_place, grid_vars
 from ..ir.nodes import (
     DTYPE_BYTES,
     ELECTED,
@@ -112,6 +112,7 @@ class _Access:
     stmt: object
     who: str
     rank: tuple = ()  # the order the program means: (step, producer first, program order)
+    block: int = 0  # whose shared memory (a cluster's blocks: its rank)
 
 
 @dataclass
@@ -121,6 +122,7 @@ class _Actor:
     name: str
     threads: tuple[int, ...]  # threads[0] is the elected lane
     env: dict
+    block: int = 0  # its block's rank in the cluster
     groups: list[int] = field(default_factory=list)  # wgmma group nodes, committed
     retired: int = 0  # groups[:retired] have retired
     reads: list[tuple] = field(
@@ -138,7 +140,7 @@ class _Event:
     kind: str  # "arrive", "land" or "wait"
     node: int
     thread: int
-    bar: tuple[str, int]
+    bar: tuple  # (name, slot), and in a cluster the block's rank: (name, slot, rank)
     value: int  # bytes (arrive: announced, land: delivered), or the parity (wait)
     stmt: object
     where: str
@@ -159,18 +161,27 @@ class _Block:
         self.accesses: list[_Access] = []
         self.fences: dict[int, list[int]] = {}
         self.events: dict[int, _Event] = {}  # by node
-        self.complete: dict[tuple[tuple[str, int], int], int] = {}  # (bar, phase) -> node
+        self.complete: dict[tuple[tuple, int], int] = {}  # (bar, phase) -> node
         self.actors: list[_Actor] = []
+        self.size = kernel.cluster_size  # blocks traced together: a cluster's
+        self.block_threads: list[list[int]] = [[] for _ in range(self.size)]
+        self.exits: list[int] = []  # per block: after all its threads (it may exit there)
+        # (node, block, what): an arrival on, or a copy landing in, another block's memory
+        self.remote: list[tuple[int, int, str]] = []
 
     # ------------------------------------------------------------ the graph
     def node(self, preds) -> int:
         self.preds.append([p for p in preds if p is not None])
         return len(self.preds) - 1
 
-    def thread(self, name: str) -> int:
+    def thread(self, name: str, block: int = 0) -> int:
         self.last.append(None)
-        self.thread_names.append(name)
+        self.thread_names.append(self.named(name, block))
+        self.block_threads[block].append(len(self.last) - 1)
         return len(self.last) - 1
+
+    def named(self, name: str, block: int) -> str:
+        return f"{name} of block {block}" if self.size > 1 else name
 
     def step(self, t: int, *extra: int) -> int:
         """The next node on thread t (after its last, and after `extra`)."""
@@ -180,33 +191,61 @@ class _Block:
 
     # ------------------------------------------------------------ tracing
     def run(self, body) -> None:
-        """The block's top level: its lets, then the roles."""
+        """The block's top level (each block's of a cluster): its lets, the roles, and a
+        cluster barrier after them; then each block's exit, after all its threads."""
+        envs = [self.block_env(r) for r in range(self.size)]
         for s in body:
             match s:
                 case Let():
-                    self.env[s.var] = int(evaluate(s.value, self.env))
+                    for env in envs:
+                        env[s.var] = int(evaluate(s.value, env))
                 case Roles():
-                    self.roles(s)
+                    self.roles(s, envs)
+                case Barrier(scope="cluster"):
+                    joint = self.node(list(self.last))  # every thread of every block
+                    self.last = [joint] * len(self.last)
                 case _:
                     raise HandoffProblem("count", "not modelled", f"`{_text(s)}` outside the roles")
+        self.exits = [self.node([self.last[t] for t in ts]) for ts in self.block_threads]
 
-    def roles(self, roles: Roles) -> None:
-        producer = _Actor("the producer", (self.thread("the producer"),), dict(self.env))
-        self.actors.append(producer)
+    def block_env(self, rank: int) -> dict:
+        """Block `rank`'s environment: its place in the cluster and (one tile per block)
+        its tile."""
+        env = dict(self.env)
+        if self.size > 1:
+            env["rank"] = rank
+            for name, e in cluster_place(self.k).items():
+                env[name] = int(evaluate(e, env))
+        if not self.k.persistent:
+            for name, e in block_tile(self.k).items():
+                env[name] = int(evaluate(e, env))
+        return env
+
+    def roles(self, roles: Roles, envs: list[dict]) -> None:
+        producers, consumers = [], []
         coords = self.k.warp_coords()
-        for w in range(self.k.consumer_warps):
-            name = f"consumer warpgroup {w}"
-            threads = (self.thread(f"{name} (lane 0)"), self.thread(f"{name} (other lanes)"))
-            env = {**self.env, **{v: int(a[w]) for v, a in coords.items()}}
-            self.actors.append(_Actor(name, threads, env))
+        for block, block_env in enumerate(envs):
+            thread = self.thread("the producer", block)
+            producers.append(_Actor(self.named("the producer", block), (thread,), dict(block_env), block))
+            for w in range(self.k.consumer_warps):
+                name = f"consumer warpgroup {w}"
+                threads = (
+                    self.thread(f"{name} (lane 0)", block),
+                    self.thread(f"{name} (other lanes)", block),
+                )
+                env = {**block_env, **{v: int(a[w]) for v, a in coords.items()}}
+                consumers.append(_Actor(self.named(name, block), threads, env, block))
+        self.actors += producers + consumers
         # the canonical interleaving runs the lowest ready node first: whoever is traced
         # first runs as soon as it can, the others only when it waits
         if not self.consumers_first:
-            self.body(producer, roles.producer.body)
-        for actor in self.actors[1:]:
+            for producer in producers:
+                self.body(producer, roles.producer.body)
+        for actor in consumers:
             self.body(actor, roles.consumer.body)
         if self.consumers_first:
-            self.body(producer, roles.producer.body)
+            for producer in producers:
+                self.body(producer, roles.producer.body)
 
     def body(self, a: _Actor, body) -> None:
         for s in body:
@@ -231,21 +270,32 @@ class _Block:
         elected = issuers[0]
         match s:
             case Wait():
-                bar = self.bar(s.bar, a.env)
+                bar = self.bar(s.bar, a.env, a.block)
                 parity = int(evaluate(s.parity, a.env)) % 2
                 for t in issuers:
                     self.event("wait", self.step(t), t, bar, parity, s, where)
             case Arrive() | ExpectTx():
-                bar = self.bar(s.bar, a.env)
                 nbytes = s.bytes if isinstance(s, ExpectTx) else 0
-                self.event("arrive", self.step(elected), elected, bar, nbytes, s, where)
+                sharers = isinstance(s, Arrive) and s.sharers
+                for block in self.sharers(a.block) if sharers else (a.block,):
+                    bar = self.bar(s.bar, a.env, block)
+                    node = self.step(elected)
+                    self.event("arrive", node, elected, bar, nbytes, s, where)
+                    if block != a.block:
+                        self.remote.append((node, block, f"`{_text(s)}` ({where}) arrives on"))
             case TmaLoad():
-                bar = self.bar(s.bar, a.env)
                 issue = self.step(elected)
-                land = self.node([issue])
                 nbytes = s.dst.rows * s.dst.cols * DTYPE_BYTES[self.k.buffer(s.dst.buffer).dtype]
-                self.event("land", land, elected, bar, nbytes, s, where)
-                self.access(s.dst, a, elected, True, True, issue, land, s, None)
+                for block in self.receivers(s, a.block):
+                    bar = self.bar(s.bar, a.env, block)
+                    land = self.node([issue])
+                    self.event("land", land, elected, bar, nbytes, s, where)
+                    for span in _part_spans(self.k, self.offsets, s.dst, a.env):
+                        self.access(
+                            s.dst, a, elected, True, True, issue, land, s, None, span, block
+                        )
+                    if block != a.block:
+                        self.remote.append((land, block, f"`{_text(s)}` ({where}) lands in"))
             case LoadFrag() if isinstance(s.src, SharedTile):
                 a.reads.append((s.src, tile_bytes(self.k, self.offsets, s.src, a.env), s))
             case MmaFence() | Mma() | Fill() | EpilogueFrag() | LoadFrag():
@@ -292,7 +342,7 @@ class _Block:
                 )
 
     def access(
-        self, tile, a: _Actor, t, write, asynchronous, start, end, stmt, lanes, span=None
+        self, tile, a: _Actor, t, write, asynchronous, start, end, stmt, lanes, span=None, block=None
     ) -> _Access:
         lo, hi = span or tile_bytes(self.k, self.offsets, tile, a.env)
         if lanes is not None:
@@ -300,18 +350,57 @@ class _Block:
         acc = _Access(tile.buffer, lo, hi, write, asynchronous, start, end, t, lanes, stmt, "")
         acc.who = f"{self.thread_names[t]}, {self.where(a)}"
         acc.rank = (a.env.get("step", -1), self.actors.index(a), start)
+        acc.block = a.block if block is None else block
         self.accesses.append(acc)
         return acc
 
     def event(self, kind, node, thread, bar, value, stmt, where) -> None:
         self.events[node] = _Event(kind, node, thread, bar, value, stmt, where)
 
-    def bar(self, ref, env) -> tuple[str, int]:
-        return ref.name, int(evaluate(ref.slot, env))
+    def bar(self, ref, env, block: int = 0) -> tuple:
+        """A barrier's key: (name, slot), and in a cluster the block whose barrier it is."""
+        key = (ref.name, int(evaluate(ref.slot, env)))
+        return (*key, block) if self.size > 1 else key
+
+    def sharers(self, block: int) -> list[int]:
+        """The blocks of `block`'s cluster row and column (itself included): rank = crow +
+        CLUSTER_M * ccol."""
+        cm = self.k.cluster[0]
+        return [
+            b for b in range(self.size) if b % cm == block % cm or b // cm == block // cm
+        ]
+
+    def receivers(self, load: TmaLoad, block: int) -> list[int]:
+        """The blocks a TMA load issued by `block` lands in (a multicast's, or its own)."""
+        cm = self.k.cluster[0]
+        if load.multicast == "row":
+            return [b for b in range(self.size) if b % cm == block % cm]
+        if load.multicast == "column":
+            return [b for b in range(self.size) if b // cm == block // cm]
+        return [block]
 
     def where(self, a: _Actor) -> str:
         names = [v for v in ("tl", "kt", "step", "h") if v in a.env]
         return ", ".join(f"{v} = {a.env[v]}" for v in names) or "its start"
+
+
+def _part_spans(k: KernelIR, offsets: dict, tile: SharedTile, env) -> list:
+    """The byte ranges a TMA load's tile covers: one per 64-element panel when the tile is
+    some of its buffer's lines (a cluster's multicast part: the blocks' parts interleave
+    panel by panel), else the whole tile's (tile_bytes)."""
+    buf = k.buffer(tile.buffer)
+    lines = tile.rows if buf.layout == "row" else tile.cols
+    if not buf.panel or lines == buf.lines:
+        return [tile_bytes(k, offsets, tile, env)]
+    first = int(evaluate(tile.offset[0] if buf.layout == "row" else tile.offset[1], env))
+    slot = int(evaluate(tile.slot, env))
+    size, base = DTYPE_BYTES[buf.dtype], offsets[buf.name]
+    panels = buf.line_length // buf.panel
+    spans = []
+    for piece in range(panels):  # a panel line is 128 bytes: the swizzle stays inside it
+        start = ((slot * panels + piece) * buf.lines + first) * buf.panel
+        spans.append((base + start * size, base + (start + lines * buf.panel) * size))
+    return spans
 
 
 # ------------------------------------------------------------------ the proof
@@ -345,18 +434,18 @@ def _sizes(kernel: KernelIR):
     """One block (pid 0) at every size the proof needs, T tiles of KT K steps (a literal
     dimension stays as written): (the environment, the size in words for a report)."""
     bm, bn, bk = kernel.schedule.block
+    cm, cn = kernel.cluster
     stages = kernel.schedule.stages
     for tiles in (1, 2, 3) if kernel.persistent else (1,):
         for steps in range(1, stages + 2):
-            env: dict = {**kernel.gemm.size_env(tiles * bm, bn, steps * bk), "pid": 0, "blocks": 1}
+            m, n = tiles * bm * cm, bn * cn  # whole cluster tiles
+            env: dict = {**kernel.gemm.size_env(m, n, steps * bk), "pid": 0, "blocks": 1}
             if kernel.gemm.batch is not None:
                 env["bz"] = 0
             for name, e in grid_vars(kernel).items():
                 env[name] = int(evaluate(e, env))
-            if not kernel.persistent:
-                for name, e in block_tile(kernel).items():
-                    env[name] = int(evaluate(e, env))
-            yield env, f" (one block of {tiles} tile(s), {steps} K step(s) each)"
+            who = "one block" if cm * cn == 1 else f"one cluster of {cm} x {cn} blocks"
+            yield env, f" ({who} of {tiles} tile(s), {steps} K step(s) each)"
 
 
 def _check(k: KernelIR, blk: _Block, size: str) -> None:
@@ -368,6 +457,14 @@ def _check(k: KernelIR, blk: _Block, size: str) -> None:
 
     # the races first: a broken protocol (below) usually shows as one, which says more
     _check_accesses(blk, hb, size)
+    for node, block, what in blk.remote:
+        if not hb(node, blk.exits[block]):
+            raise HandoffProblem(
+                "race",
+                f"block {block} may exit while another block of its cluster still uses it",
+                f"{what} block {block}, which nothing orders before block {block}'s exit: a "
+                f"cluster barrier before the blocks exit is missing{size}",
+            )
     _check_landings(blk, size)
     _check_protocol(blk, hb, size)
     for a in blk.actors:
@@ -474,8 +571,17 @@ def _count(blk: _Block, e: _Event, c: _Count, size: str) -> int | None:
             )
         c.arrived += 1
         c.tx += e.value
+        if c.arrived == c.expected and c.tx < 0:
+            raise HandoffProblem(
+                "count",
+                f"unannounced bytes on {_bar(e.bar)}",
+                f"`{_text(e.stmt)}` ({_by(blk, e)}) is the last arrival of phase {c.phase}, "
+                f"which has {-c.tx} byte(s) more delivered than its expect_tx announced{size}",
+            )
     else:
-        if e.value > c.tx:
+        # a cluster's multicast may land before this block's expect_tx: the count goes below
+        # zero only while an arrival is still out (one block's own copies never can)
+        if e.value > c.tx and (c.arrived == c.expected or blk.size == 1):
             raise HandoffProblem(
                 "count",
                 f"unannounced bytes on {_bar(e.bar)}",
@@ -507,9 +613,9 @@ def _ancestors(blk: _Block, order: list[int]) -> list[int]:
 def _check_accesses(blk: _Block, hb, size: str) -> None:
     """Every two conflicting accesses ordered; of the pairs that are not, the one that
     says most (two roles, a read) is reported."""
-    by_buffer: dict[str, list[_Access]] = {}
+    by_buffer: dict[tuple[str, int], list[_Access]] = {}
     for a in blk.accesses:
-        by_buffer.setdefault(a.buffer, []).append(a)
+        by_buffer.setdefault((a.buffer, a.block), []).append(a)
     unordered = []
     for accesses in by_buffer.values():
         for i, q in enumerate(accesses):
@@ -527,9 +633,10 @@ def _check_accesses(blk: _Block, hb, size: str) -> None:
         _, _, p, q = min(unordered, key=lambda x: x[:2])
         p, q = sorted((p, q), key=lambda a: a.rank)
         kind = "WAW" if p.write and q.write else ("RAW" if p.write else "WAR")
+        whose = f" of block {p.block}" if blk.size > 1 else ""
         raise HandoffProblem(
             "race",
-            f"{kind} on {p.buffer}",
+            f"{kind} on {p.buffer}{whose}",
             f"`{_text(p.stmt)}` ({p.who}) and `{_text(q.stmt)}` ({q.who}) are not ordered by "
             f"any handoff{size}",
         )
@@ -591,7 +698,7 @@ def _check_protocol(blk: _Block, hb, size: str) -> None:
 
 
 def _bar(bar) -> str:
-    return f"{bar[0]}[{bar[1]}]"
+    return f"{bar[0]}[{bar[1]}]" + (f" of block {bar[2]}" if len(bar) > 2 else "")
 
 
 def _by(blk: _Block, x: _Event) -> str:

@@ -66,7 +66,7 @@ from typing import cast
 
 from ..ir.dtypes import DTypeName
 from ..ir.expr import Const, Expr, Var, substitute
-from ..ir.grid import PID, TILES_M, TILES_N, raster_steps
+from ..ir.grid import CCOL, CROW, CTILES_M, CTILES_N, PID, TILES_M, TILES_N, tile_steps
 from ..ir.nodes import (
     DTYPE_BYTES,
     K_BLOCKS,
@@ -112,19 +112,22 @@ WARP, PIECE, TEAM = Var("warp"), Var("h"), Var("team")
 
 def warp_specialization(kernel: KernelIR) -> KernelIR:
     s = kernel.schedule
+    kernel = replace(kernel, cluster=s.cluster)  # the tile order is the clusters'
     k_loop = next(st for st in kernel.body if is_loop(st, K_BLOCKS))
     position = kernel.body.index(k_loop)
     slot = Q % Const(s.stages, "STAGES")
-    loads = tuple(
+    tiles = [
         TmaLoad(
             replace(dst, slot=slot),
             replace(src, origin=(_at_step(src.origin[0], k_loop), _at_step(src.origin[1], k_loop))),
             BarrierRef("full", slot),
         )
         for dst, src in _prologue_copies(kernel.body[:position])
-    )
+    ]
+    stage_bytes = sum(t.dst.rows * t.dst.cols * DTYPE_BYTES[_dtype(kernel, t)] for t in tiles)
+    loads = tuple(_multicast_part(kernel, t) for t in tiles)
     step = Let("step", TL * k_loop.stop + Var(k_loop.var) if s.persistent else Var(k_loop.var))
-    producer_tile = _producer(kernel, k_loop, step, loads)
+    producer_tile = _producer(kernel, k_loop, step, loads, stage_bytes)
     consumer_tile = _consumer(kernel, k_loop, step, position)
     staging: tuple[SharedBuffer, ...] = ()
     if s.epilogue_via == "tma":
@@ -143,11 +146,25 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
         Role("producer", split.producer, producer_tile),
         Role("consumer", split.consumer, consumer_tile),
     )
-    head: tuple[Stmt, ...] = (Let("tiles", TILES_M * TILES_N),) if s.persistent else ()
+    tiles_var = CTILES_M * CTILES_N if kernel.cluster_size > 1 else TILES_M * TILES_N
+    head: tuple[Stmt, ...] = (Let("tiles", tiles_var),) if s.persistent else ()
+    # in a cluster, the other blocks arrive on this block's barriers and multicast into its
+    # shared memory until their last release: no block exits before all are done
+    tail: tuple[Stmt, ...] = (
+        (
+            Barrier(
+                "cluster",
+                "the cluster's blocks are done with each other's barriers and stages "
+                "before any exits",
+            ),
+        )
+        if kernel.cluster_size > 1
+        else ()
+    )
     used = {t.dst.buffer for t in loads}
     specialized = replace(
         kernel,
-        body=(*head, roles),
+        body=(*head, roles, *tail),
         buffers=(*(b for b in kernel.buffers if b.name in used), *staging),
         mbarriers=_mbarriers(kernel),
         producer_warps=1,
@@ -161,11 +178,36 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
     return replace(specialized, body=body, sync_report=decisions)
 
 
-def _producer(kernel: KernelIR, k_loop: For, step: Let, loads) -> tuple[Stmt, ...]:
-    """One tile's K loop of the producer: claim a slot (empty), announce, load (full)."""
+def _multicast_part(kernel: KernelIR, load: TmaLoad) -> TmaLoad:
+    """In a cluster, this block's part of a tile its cluster row (A) or column (B) shares:
+    1/CN of A's lines (the block's column `ccol` picks which) or 1/CM of B's (its row
+    `crow`), multicast to every block that shares the tile. Whole tiles otherwise."""
+    cm, cn = kernel.cluster
+    is_a = load.src.operand == kernel.gemm.a.name
+    parts, part, multicast = (cn, CCOL, "row") if is_a else (cm, CROW, "column")
+    if parts == 1:
+        return load
+    along_rows = kernel.buffer(load.dst.buffer).layout == "row"  # the lines are its rows
+    lines = (load.dst.rows if along_rows else load.dst.cols) // parts
+    shift = part * Const(lines)
+
+    def cut(tile):
+        r, c = tile.offset
+        if along_rows:
+            return replace(tile, offset=(r + shift, c), rows=lines)
+        return replace(tile, offset=(r, c + shift), cols=lines)
+
+    return replace(load, dst=cut(load.dst), src=cut(load.src), multicast=multicast)
+
+
+def _producer(
+    kernel: KernelIR, k_loop: For, step: Let, loads, stage_bytes: int
+) -> tuple[Stmt, ...]:
+    """One tile's K loop of the producer: claim a slot (empty), announce, load (full).
+    In a cluster the slot is claimed in every block that shares a tile with this one (its
+    empty barrier counts their releases), and `stage_bytes` (whole tiles) land in each."""
     stages = Const(kernel.schedule.stages, "STAGES")
     slot = Q % stages
-    stage_bytes = sum(t.dst.rows * t.dst.cols * DTYPE_BYTES[_dtype(kernel, t)] for t in loads)
     body: tuple[Stmt, ...] = (
         step,
         Wait(
@@ -193,6 +235,7 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
         if isinstance(st, (MmaFence, MmaCommit)) or is_loop(st, K_FRAGMENTS)
     )
     previous = BarrierRef("empty", (Q + stages - 1) % stages)
+    clustered = kernel.cluster_size > 1  # a release reaches every block it shares a tile with
     body: tuple[Stmt, ...] = (
         step,
         Wait(BarrierRef("full", slot), Q // stages % 2, "this step's tiles have landed"),
@@ -202,12 +245,23 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
             Const(0),
             "<",
             Var(k_loop.var),
-            (Arrive(previous, "the previous step's wgmmas have retired: its slot is free"),),
+            (
+                Arrive(
+                    previous,
+                    "the previous step's wgmmas have retired: its slot is free",
+                    sharers=clustered,
+                ),
+            ),
         ),
     )
     # the last step's release: only a persistent block's next tile reuses the slot
     last = BarrierRef("empty", (TL * steps + steps - 1) % stages)
-    release = If(Const(0), "<", steps, (Arrive(last, "the last step's wgmmas have retired"),))
+    release = If(
+        Const(0),
+        "<",
+        steps,
+        (Arrive(last, "the last step's wgmmas have retired", sharers=clustered),),
+    )
     turn, handoff = _turns(kernel)
     return (
         *fills,
@@ -332,6 +386,8 @@ def _without_stores(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
 
 def _mbarriers(kernel: KernelIR) -> tuple[MBarrier, ...]:
     stages, teams = kernel.schedule.stages, kernel.schedule.teams
+    cm, cn = kernel.cluster
+    sharers = cm + cn - 1  # the blocks of this block's cluster row and column
     turn = MBarrier(
         "turn",
         teams,
@@ -343,9 +399,15 @@ def _mbarriers(kernel: KernelIR) -> tuple[MBarrier, ...]:
         MBarrier(
             "empty",
             stages,
-            kernel.warp_count,
+            kernel.warp_count * sharers,
             "slot s is free again: one arrival per consumer warpgroup"
-            + (" of the team whose tile it held" if teams > 1 else ""),
+            + (" of the team whose tile it held" if teams > 1 else "")
+            + (
+                f" in each of the {sharers} blocks of the cluster whose tiles this block's "
+                "loads reach"
+                if sharers > 1
+                else ""
+            ),
         ),
         *((turn,) if teams > 1 else ()),
     )
@@ -355,8 +417,7 @@ def _tile_loop(kernel: KernelIR, body: tuple[Stmt, ...], teams: int = 1) -> tupl
     """A persistent block's loop over its tiles: pid, pid + blocks, ... in raster order
     (with teams, each team's share of them: the block's tiles team, team + teams, ...)."""
     mapping = tuple(
-        Let(name, substitute(e, {PID.name: TILE}))
-        for name, e in raster_steps(*kernel.raster).items()
+        Let(name, substitute(e, {PID.name: TILE})) for name, e in tile_steps(kernel).items()
     )
     count: Expr = (TILES_VAR - PID + BLOCKS - 1) // BLOCKS
     return (
