@@ -265,6 +265,21 @@ def multiprocessor_count() -> int:
     return int(cupy.cuda.Device().attributes["MultiProcessorCount"])
 
 
+def resident_clusters(fn, launch: Launch) -> int:
+    """How many of `launch`'s clusters the device holds at once (cuOccupancyMaxActiveClusters:
+    a cluster's blocks must share a GPC, so it can be fewer than SMs / cluster size — on the
+    H200 132 SMs hold 66 clusters of 2, and fewer of 4)."""
+    cu = tensor_maps.driver()
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = launch.cluster_size, 1, 1
+    config.blockDimX, config.blockDimY, config.blockDimZ = launch.threads, 1, 1
+    config.sharedMemBytes = launch.smem_bytes
+    config.numAttrs = 0  # the cluster's shape is the kernel's own (__cluster_dims__)
+    status, count = cu.cuOccupancyMaxActiveClusters(cu.CUfunction(fn.ptr), config)
+    tensor_maps.check(cu, status, "cuOccupancyMaxActiveClusters")
+    return int(count)
+
+
 def launcher(module, launch: Launch):
     """A function (arrays, sizes) -> None that launches the kernel once, asynchronously.
 
@@ -278,6 +293,8 @@ def launcher(module, launch: Launch):
     if launch.smem_bytes > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = launch.smem_bytes
     sms = multiprocessor_count() if launch.persistent else None
+    if launch.persistent and launch.cluster_size > 1:  # the blocks of the resident clusters
+        sms = min(sms, resident_clusters(fn, launch) * launch.cluster_size)
     maps = {spec.param: spec for spec in launch.tensor_maps}
     if maps:
         tensor_maps.driver()  # a missing cuda-bindings is reported before the first launch

@@ -144,12 +144,12 @@ def driver():
                 "fix: pip install cuda-bindings (or pip install 'tiledsl[gpu]')",
             ) from None
         (status,) = cu.cuInit(0)
-        _check(cu, status, "cuInit")
+        check(cu, status, "cuInit")
         _DRIVER = cu
     return _DRIVER
 
 
-def _check(cu, err, call: str, log: str = "") -> None:
+def check(cu, err, call: str, log: str = "") -> None:
     if err != cu.CUresult.CUDA_SUCCESS:
         try:
             _, name = cu.cuGetErrorName(err)
@@ -181,7 +181,7 @@ def encode(spec: TensorMapSpec, pointer: int, sizes: dict[str, int]) -> np.void:
         getattr(cu.CUtensorMapL2promotion, args["l2_promotion"]),
         getattr(cu.CUtensorMapFloatOOBfill, args["oob_fill"]),
     )
-    _check(
+    check(
         cu,
         err,
         f"cuTensorMapEncodeTiled for {_what(spec)}",

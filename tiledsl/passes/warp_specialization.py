@@ -263,6 +263,12 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
         (Arrive(last, "the last step's wgmmas have retired", sharers=clustered),),
     )
     turn, handoff = _turns(kernel)
+    if clustered:
+        # a cluster tile may reach past C (tiles_m not a multiple of CLUSTER_M): its blocks
+        # there run the pipeline with their sharers (zero-filled loads) and store nothing
+        stores = (
+            If(Var("bm"), "<", TILES_M, (If(Var("bn"), "<", TILES_N, stores),)),
+        )
     return (
         *fills,
         *turn,
