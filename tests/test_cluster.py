@@ -164,9 +164,7 @@ def test_a_release_to_this_block_alone_deadlocks_the_cluster() -> None:
     k = kernel("2 x 1")
     release = next(s for s in walk(k.body) if isinstance(s, Arrive) and s.sharers)
     local = dataclasses.replace(release, sharers=False)
-    broken = dataclasses.replace(
-        k, body=map_body(k.body, lambda s: local if s is release else s)
-    )
+    broken = dataclasses.replace(k, body=map_body(k.body, lambda s: local if s is release else s))
     with pytest.raises(HandoffProblem) as info:
         prove(broken)
     assert info.value.kind == "deadlock", str(info.value)

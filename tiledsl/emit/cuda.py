@@ -11,7 +11,7 @@ from __future__ import annotations
 from .. import __version__
 from ..ir.epilogue import Epilogue
 from ..ir.expr import Expr, to_c
-from ..ir.grid import cluster_place, block_tile, grid_vars
+from ..ir.grid import block_tile, cluster_place, grid_vars
 from ..ir.nodes import (
     C_TYPES,
     DTYPE_BYTES,
@@ -179,7 +179,11 @@ __device__ __forceinline__ void cp_async_wait() {
             notes["stages"],
             notes["fragment_buffers"],
             notes["copy"],
-            *(notes[name] for name in ("warp_specialize", "persistent", "cluster") if name in notes),
+            *(
+                notes[name]
+                for name in ("warp_specialize", "persistent", "cluster")
+                if name in notes
+            ),
             notes["pad"],
             *self._buffer_constants(k),
             *lowering_for(k).constants(k),

@@ -200,12 +200,16 @@ def constants(k: KernelIR) -> list[str]:
         if clustered(k)
         else []
     )
-    return cluster + store + [
-        f"constexpr int STAGES = {k.schedule.stages}, STAGE_BYTES = {stage.bytes};  // "
-        "mbarrier stages: A's and B's tiles of one K step, by TMA",
-        f"constexpr int PRODUCER_REGISTERS = {roles.producer.registers}, CONSUMER_REGISTERS = "
-        f"{roles.consumer.registers};  // setmaxnreg per role (tiledsl.models.registers)",
-    ]
+    return (
+        cluster
+        + store
+        + [
+            f"constexpr int STAGES = {k.schedule.stages}, STAGE_BYTES = {stage.bytes};  // "
+            "mbarrier stages: A's and B's tiles of one K step, by TMA",
+            f"constexpr int PRODUCER_REGISTERS = {roles.producer.registers}, CONSUMER_REGISTERS = "
+            f"{roles.consumer.registers};  // setmaxnreg per role (tiledsl.models.registers)",
+        ]
+    )
 
 
 def prologue(k: KernelIR) -> list[str]:

@@ -157,11 +157,7 @@ class Launch:
                 "y": to_c(self.batch, named=False) if self.batch is not None else 1,
                 "z": 1,
             },
-            **(
-                {"persistent": {"grid_x": self._persistent_grid(tiles)}}
-                if self.persistent
-                else {}
-            ),
+            **({"persistent": {"grid_x": self._persistent_grid(tiles)}} if self.persistent else {}),
             **(
                 {"cluster": {"x": self.cluster_size, "y": 1, "z": 1}}
                 if self.cluster_size > 1

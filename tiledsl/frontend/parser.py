@@ -193,7 +193,8 @@ USAGE = {
     "warp_specialize": "warp_specialize takes nothing, `cooperative` (the default: the consumer "
     "warpgroups share each tile) or `pingpong` (two consumer teams on alternate tiles)",
     "persistent": "persistent takes nothing: one block per SM, each looping over tiles",
-    "cluster": "a thread-block cluster is written CM x CN (blocks along M and N), e.g. cluster 2 x 1",
+    "cluster": "a thread-block cluster is written CM x CN (blocks along M and N), "
+    "e.g. cluster 2 x 1",
     "pad": "pad is written pad auto, pad none, pad xor, or pad A 8, B 8",
     "swizzle": "swizzle is written swizzle none, swizzle grouped G, swizzle snake G or "
     "swizzle zigzag W",

@@ -275,7 +275,12 @@ def resident_clusters(fn, launch: Launch) -> int:
     config.blockDimX, config.blockDimY, config.blockDimZ = launch.threads, 1, 1
     config.sharedMemBytes = launch.smem_bytes
     config.numAttrs = 0  # the cluster's shape is the kernel's own (__cluster_dims__)
-    status, count = cu.cuOccupancyMaxActiveClusters(cu.CUfunction(fn.ptr), config)
+    # cupy's RawKernel holds the driver's CUfunction in `kernel`; a CuPy that does not show
+    # it gets the clusters the SM count allows
+    function = getattr(getattr(fn, "kernel", None), "ptr", None)
+    if function is None:
+        return multiprocessor_count() // launch.cluster_size
+    status, count = cu.cuOccupancyMaxActiveClusters(cu.CUfunction(function), config)
     tensor_maps.check(cu, status, "cuOccupancyMaxActiveClusters")
     return int(count)
 
@@ -293,7 +298,7 @@ def launcher(module, launch: Launch):
     if launch.smem_bytes > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = launch.smem_bytes
     sms = multiprocessor_count() if launch.persistent else None
-    if launch.persistent and launch.cluster_size > 1:  # the blocks of the resident clusters
+    if sms is not None and launch.cluster_size > 1:  # the blocks of the resident clusters
         sms = min(sms, resident_clusters(fn, launch) * launch.cluster_size)
     maps = {spec.param: spec for spec in launch.tensor_maps}
     if maps:

@@ -349,7 +349,9 @@ class _Interpreter:
         batches = int(evaluate(batch, self.sizes)) if batch is not None else 1
         size = self.kernel.cluster_size
         # in clusters the swizzle orders cluster tiles, and `pid` and `blocks` are clusters'
-        tiles = grid["tiles_m"] * grid["tiles_n"] if size == 1 else grid["ctiles_m"] * grid["ctiles_n"]
+        tiles = (
+            grid["tiles_m"] * grid["tiles_n"] if size == 1 else grid["ctiles_m"] * grid["ctiles_n"]
+        )
         blocks = tiles
         if self.kernel.persistent:
             default = -(-PERSISTENT_BLOCKS // size)
@@ -392,19 +394,19 @@ class _Interpreter:
             if self.roles
             else None
         )
-        tops = [
-            self._new_block(grid, mapping, bz, pid, r, clocks, len(names)) for r in range(size)
-        ]
+        tops = [self._new_block(grid, mapping, bz, pid, r, clocks, len(names)) for r in range(size)]
         blocks = [top.blk for top in tops]
         body = self.kernel.body
         at = next(i for i, st in enumerate(body) if isinstance(st, Roles))
+        roles = body[at]
+        assert isinstance(roles, Roles)
         holds = any(isinstance(st, Barrier) and st.scope == "cluster" for st in body[at + 1 :])
         bodies = []
         for top in tops:
             top.blk.cluster, top.blk.flights, top.blk.holds = blocks, blocks[0].flights, holds
             for st in body[:at]:
                 self._execute(top, st)
-            bodies += self._role_agents(top, body[at])
+            bodies += self._role_agents(top, roles)
         self._schedule(blocks[0], bodies)
         for ag, _ in bodies:
             self._finish(ag)

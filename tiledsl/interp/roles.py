@@ -82,8 +82,7 @@ class Scheduler:
             steps += 1
             if steps > self.max_steps:
                 raise InterpreterError(
-                    f"{self.label}: the roles did not finish in {self.max_steps} "
-                    "scheduler steps"
+                    f"{self.label}: the roles did not finish in {self.max_steps} scheduler steps"
                 )
             if len(runnable) == 1 and not flights:
                 self._advance(runnable[0])

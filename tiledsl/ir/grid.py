@@ -73,7 +73,12 @@ def tile_steps(kernel: KernelIR) -> dict[str, Expr]:
         return steps
     cm, cn = kernel.cluster
     names = {"bm": "cbm", "bn": "cbn"}
-    over = {"tiles_m": CTILES_M, "tiles_n": CTILES_N, "bm": Var("cbm"), "bn": Var("cbn")}
+    over: dict[str, Expr] = {
+        "tiles_m": CTILES_M,
+        "tiles_n": CTILES_N,
+        "bm": Var("cbm"),
+        "bn": Var("cbn"),
+    }
     out = {names.get(name, name): substitute(e, over) for name, e in steps.items()}
     out["bm"] = Var("cbm") * Const(cm, "CLUSTER_M") + CROW
     out["bn"] = Var("cbn") * Const(cn, "CLUSTER_N") + CCOL

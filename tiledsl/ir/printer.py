@@ -70,9 +70,7 @@ def print_ir(kernel: KernelIR) -> str:
         lines.append("  persist  gridDim.x blocks (the SM count), each looping over tiles")
     if kernel.cluster_size > 1:
         cm, cn = kernel.cluster
-        lines.append(
-            f"  cluster  {cm} x {cn} blocks: B's tiles multicast along M, A's along N"
-        )
+        lines.append(f"  cluster  {cm} x {cn} blocks: B's tiles multicast along M, A's along N")
     if kernel.edge is not None:
         lines.append(
             f"  edges    sizes that are not multiples of BM x BN x BK run {kernel.edge.name}: "
@@ -164,9 +162,7 @@ def stmt_text(stmt) -> str:
             return "roles"
         case TmaLoad():
             cast = f", multicast to the cluster {stmt.multicast}" if stmt.multicast else ""
-            return (
-                f"copy.tma {tile_text(stmt.dst)} <- {tile_text(stmt.src)}, on {stmt.bar}{cast}"
-            )
+            return f"copy.tma {tile_text(stmt.dst)} <- {tile_text(stmt.src)}, on {stmt.bar}{cast}"
         case TmaStore():
             return f"copy.tma.store {tile_text(stmt.dst)} <- {tile_text(stmt.src)}"
         case TmaStoreWait():

@@ -226,7 +226,9 @@ class _Block:
         coords = self.k.warp_coords()
         for block, block_env in enumerate(envs):
             thread = self.thread("the producer", block)
-            producers.append(_Actor(self.named("the producer", block), (thread,), dict(block_env), block))
+            producers.append(
+                _Actor(self.named("the producer", block), (thread,), dict(block_env), block)
+            )
             for w in range(self.k.consumer_warps):
                 name = f"consumer warpgroup {w}"
                 threads = (
@@ -342,7 +344,18 @@ class _Block:
                 )
 
     def access(
-        self, tile, a: _Actor, t, write, asynchronous, start, end, stmt, lanes, span=None, block=None
+        self,
+        tile,
+        a: _Actor,
+        t,
+        write,
+        asynchronous,
+        start,
+        end,
+        stmt,
+        lanes,
+        span=None,
+        block=None,
     ) -> _Access:
         lo, hi = span or tile_bytes(self.k, self.offsets, tile, a.env)
         if lanes is not None:
@@ -366,9 +379,7 @@ class _Block:
         """The blocks of `block`'s cluster row and column (itself included): rank = crow +
         CLUSTER_M * ccol."""
         cm = self.k.cluster[0]
-        return [
-            b for b in range(self.size) if b % cm == block % cm or b // cm == block // cm
-        ]
+        return [b for b in range(self.size) if b % cm == block % cm or b // cm == block // cm]
 
     def receivers(self, load: TmaLoad, block: int) -> list[int]:
         """The blocks a TMA load issued by `block` lands in (a multicast's, or its own)."""

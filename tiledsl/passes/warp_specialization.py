@@ -87,6 +87,7 @@ from ..ir.nodes import (
     MmaCommit,
     MmaFence,
     MmaWait,
+    Multicast,
     ProxyFence,
     Role,
     Roles,
@@ -184,7 +185,8 @@ def _multicast_part(kernel: KernelIR, load: TmaLoad) -> TmaLoad:
     `crow`), multicast to every block that shares the tile. Whole tiles otherwise."""
     cm, cn = kernel.cluster
     is_a = load.src.operand == kernel.gemm.a.name
-    parts, part, multicast = (cn, CCOL, "row") if is_a else (cm, CROW, "column")
+    multicast: Multicast = "row" if is_a else "column"
+    parts, part = (cn, CCOL) if is_a else (cm, CROW)
     if parts == 1:
         return load
     along_rows = kernel.buffer(load.dst.buffer).layout == "row"  # the lines are its rows
@@ -266,9 +268,7 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
     if clustered:
         # a cluster tile may reach past C (tiles_m not a multiple of CLUSTER_M): its blocks
         # there run the pipeline with their sharers (zero-filled loads) and store nothing
-        stores = (
-            If(Var("bm"), "<", TILES_M, (If(Var("bn"), "<", TILES_N, stores),)),
-        )
+        stores = (If(Var("bm"), "<", TILES_M, (If(Var("bn"), "<", TILES_N, stores),)),)
     return (
         *fills,
         *turn,
