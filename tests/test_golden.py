@@ -27,6 +27,7 @@ CASES = [
     "hopper/persistent",  # warp-specialization: TMA, mbarriers, roles, the tile loop
     "hopper/epilogue",  # epilogue_via tma: stmatrix into Cs, TMA stores, their waits
     "hopper/pingpong",  # warp_specialize pingpong: two teams on alternate tiles, their turns
+    "hopper/cluster",  # cluster 2 x 1: multicast parts of B, releases across the cluster
 ]
 
 

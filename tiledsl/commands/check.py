@@ -23,13 +23,16 @@ from pathlib import Path
 
 from ..driver import Compiled, compile_source
 from ..errors import ToolchainError, UsageError
+from ..frontend.hopper import MAX_CLUSTER
 from ..gpu import toolchain
 from ..gpu.toolchain import PtxasReport
 from ..ir.expr import to_c
 from ..ir.nodes import (
     KernelIR,
     Roles,
+    TmaLoad,
     buffer_offsets,
+    walk,
 )
 from ..ir.targets import build_arch
 from ..lowering.edges import (
@@ -216,8 +219,29 @@ def _threads(kernel: KernelIR) -> list[str]:
             f"{len(kernel.sync_report) - kept} removed; `compile --explain-sync` says what "
             "each one prevents"
         )
+    out += _cluster(kernel)
     out.append("")
     return out
+
+
+def _cluster(kernel: KernelIR) -> list[str]:
+    """A cluster's blocks, what each multicasts, and its limits."""
+    if kernel.cluster_size == 1:
+        return []
+    cm, cn = kernel.cluster
+    parts = [
+        f"{load.src.operand}'s tile in {load.src.rows}x{load.src.cols} parts to its cluster "
+        f"{load.multicast}"
+        for load in walk(kernel.body)
+        if isinstance(load, TmaLoad) and load.multicast
+    ]
+    empty = next(m for m in kernel.mbarriers if m.name == "empty")
+    return [
+        f"  cluster   {cm} x {cn} = {kernel.cluster_size} blocks (limit {MAX_CLUSTER}, portable); "
+        + "; ".join(parts)
+        + f"; empty counts {empty.arrivals} releases from the blocks sharing a tile; the "
+        "launch holds the clusters the device keeps resident (cuOccupancyMaxActiveClusters)"
+    ]
 
 
 def _shared_memory(kernel: KernelIR) -> list[str]:
@@ -475,6 +499,8 @@ def schedule_line(kernel: KernelIR) -> str:
         parts.append("warp_specialize" + (" pingpong" if s.pingpong else ""))
     if s.persistent:
         parts.append("persistent")
+    if s.cluster_size > 1:
+        parts.append(f"cluster {s.cluster[0]}x{s.cluster[1]}")
     pads = ", ".join(
         f"{b[:-1]} {kernel.buffer(b).pitch - kernel.buffer(b).line_length}"
         for b in tile_buffers(kernel)

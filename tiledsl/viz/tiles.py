@@ -19,7 +19,7 @@ import graphviz
 import numpy as np
 
 from ..ir.expr import evaluate
-from ..ir.grid import block_tile
+from ..ir.grid import block_tile, cluster_place
 from ..ir.nodes import (
     AsyncWait,
     Barrier,
@@ -93,14 +93,23 @@ def sample_grid(kernel: KernelIR) -> tuple[int, int]:
 
 
 def visiting_order(kernel: KernelIR, tiles_m: int, tiles_n: int) -> dict[str, np.ndarray]:
-    """`grid.py`'s steps evaluated for every block id: bm, bn and the intermediate names."""
+    """`grid.py`'s steps evaluated for every block id (`block`, blockIdx.x): bm, bn and the
+    intermediate names. In clusters `pid` is the cluster's, and a cluster tile may reach
+    past the grid (its blocks there store nothing)."""
+    size, (cm, cn) = kernel.cluster_size, kernel.cluster
+    ctiles_m, ctiles_n = -(-tiles_m // cm), -(-tiles_n // cn)
+    blocks = np.arange(ctiles_m * ctiles_n * size)
     env: dict[str, Any] = {
-        "pid": np.arange(tiles_m * tiles_n),
+        "block": blocks,
+        "pid": blocks // size,
+        "rank": blocks % size,
         "tiles_m": tiles_m,
         "tiles_n": tiles_n,
+        "ctiles_m": ctiles_m,
+        "ctiles_n": ctiles_n,
     }
-    for name, expr in block_tile(kernel).items():
-        env[name] = np.broadcast_to(evaluate(expr, env), env["pid"].shape)
+    for name, expr in (cluster_place(kernel) | block_tile(kernel)).items():
+        env[name] = np.broadcast_to(evaluate(expr, env), blocks.shape)
     return env
 
 
@@ -110,11 +119,13 @@ def grid_table(kernel: KernelIR) -> str:
     env = visiting_order(kernel, tm, tn)
     kind, param = kernel.raster
     group = {"grouped": "group", "snake": "group", "zigzag": "panel"}.get(kind)
+    inside = (env["bm"] < tm) & (env["bn"] < tn)
+    at = env["bm"][inside], env["bn"][inside]
     pid_at = np.zeros((tm, tn), dtype=int)
-    pid_at[env["bm"], env["bn"]] = env["pid"]
+    pid_at[at] = env["block"][inside]
     colour_of = env[group] if group else env["bm"]
     colour_at = np.zeros((tm, tn), dtype=int)
-    colour_at[env["bm"], env["bn"]] = colour_of
+    colour_at[at] = colour_of[inside]
     header = "".join(f"<TD><I>bn={j}</I></TD>" for j in range(tn))
     rows = [f'<TR><TD BORDER="0"></TD>{header}</TR>']
     for i in range(tm):
@@ -138,6 +149,13 @@ def grid_table(kernel: KernelIR) -> str:
         "each cell: the id of the block that computes it, i.e. the visiting order",
         explain,
     ]
+    if kernel.cluster_size > 1:
+        cm, cn = kernel.cluster
+        notes.append(
+            f"cluster {cm} x {cn}: the swizzle orders cluster tiles of {cm} x {cn} block tiles "
+            f"(blocks {kernel.cluster_size} * pid + rank); a cluster's blocks share the tiles "
+            "of B along M and of A along N"
+        )
     return _table(rows, notes)
 
 
@@ -261,6 +279,7 @@ def trace_pipeline(kernel: KernelIR, buffers: list[str], steps: int) -> list[Col
     env = {**kernel.gemm.size_env(bm, bn, steps * bk), "bm": 0, "bn": 0, **kernel.warp_coords()}
     # one block of one tile (a persistent block's loop then runs once, by team 0 if pingpong)
     env.update({"tiles_m": 1, "tiles_n": 1, "pid": 0, "blocks": 1, "bz": 0})
+    env.update({"ctiles_m": 1, "ctiles_n": 1, "rank": 0, "crow": 0, "ccol": 0})  # clusters
     if kernel.teams > 1:
         env["team"] = 0
     slots = _Slots()
