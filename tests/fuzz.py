@@ -224,7 +224,7 @@ DTYPES = ("f16", "bf16", "f32", "f64", "f8", "int8", "half", "tf32")
 LAYOUTS = ("row", "col", "auto", "none", "rowcol")
 DIRECTIVE_NAMES = (
     "kernel block mma coarsen stages copy pad swizzle sync load_order accumulate epilogue "
-    "epilogue_via target attributes fragment_buffers warp_specialize persistent"
+    "epilogue_via target attributes fragment_buffers warp_specialize persistent cluster"
 ).split()
 WORDS = (
     DIRECTIVE_NAMES
@@ -284,6 +284,7 @@ DIRECTIVES: dict[str, tuple[str, ...]] = {
         "warp_specialize cooperative",
     ),
     "persistent": ("persistent",),
+    "cluster": ("cluster 2 x 1", "cluster 1 x 2", "cluster 2 x 2", "cluster 1 x 1"),
     "pad": ("pad auto", "pad none", "pad xor", "pad A 8, B 8", "pad A 16, B 0", "pad A 24, B 8"),
     "swizzle": (
         "swizzle none",
@@ -345,6 +346,11 @@ ODD_DIRECTIVES: tuple[str, ...] = (
     "warp_specialize pingpong persistent",
     "warp_specialize ping",
     "persistent 2",
+    "cluster 4 x 4",
+    "cluster 3 x 1",
+    "cluster 0 x 2",
+    "cluster 2",
+    "cluster 2147483648 x 1",
     "mma m64n0k16",
     "mma 0 x 0 x 0",
     "load_order ba, ab",

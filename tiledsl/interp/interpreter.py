@@ -32,7 +32,12 @@ happens-before detector over vector clocks that flow through the mbarrier phases
 (tiledsl.interp.clocks) finds the races; a wait that nothing can complete is a
 DeadlockError. A persistent kernel runs
 `blocks` blocks (gridDim.x; default min(tiles, 3)), so that each loops over several tiles
-and the phase bits carry from tile to tile.
+and the phase bits carry from tile to tile. In thread-block clusters (`cluster`) the
+interpreter runs one cluster at a time, its blocks' roles in one scheduler: a multicast TMA
+copy is one flight per receiving block, a release arrives on every sharing block's
+barrier, the clocks span every role of every block (each block's shared memory a range of
+one shadow), and a block whose roles are done exits unless a cluster barrier follows them
+— an arrival or a landing in an exited block is an error.
 
 The executor leans on modules of one concern each:
 

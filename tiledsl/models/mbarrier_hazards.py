@@ -41,6 +41,14 @@ gets stuck — waits that nothing left to run can satisfy — is a deadlock; the
 canonical order (the producer whenever it can) is tried first, to show a race that the
 deadlock may hide.
 
+In a thread-block cluster the analysis traces the cluster's blocks together, each with
+its own threads, barriers and shared memory: a multicast load lands in every receiving
+block (a part of a tile covers a panel's lines at a time), a release to the sharers is an
+arrival on each sharing block's barrier, a phase's bytes may come before its expect_tx
+from another block (the count then stays below zero until the arrival), and everything one
+block does to another — an arrival on its barrier, a copy landing in its memory — must
+happen before that block's exit (after all its threads, or the cluster barrier).
+
 `decide` asks, for every handoff statement, what breaks without it — the hazard or the
 deadlock it prevents — for `--explain-sync`; with `sync minimal` a statement without which
 the proof still holds would be removed (none of the pipeline's is: the proof is the check).

@@ -52,6 +52,23 @@ A team waits on a stage only for its own tiles' phases, so the teams take turns 
 before a tile's K loop, a wait on `turn[team]`; after it, a warpgroup barrier and lane 0's
 arrival on the other team's turn. One team's epilogue then runs while the other computes.
 
+With `cluster CM x CN` the blocks come in thread-block clusters on neighbouring tiles
+(tiledsl.ir.grid: the swizzle orders cluster tiles; `pid` and `blocks` are the clusters').
+A tile that several blocks of the cluster read is loaded once, in parts (`_multicast_part`):
+
+    B's tile (shared by the CM blocks of a cluster column): block (crow, ccol) loads lines
+      [crow * L / CM, (crow + 1) * L / CM) of its L lines, multicast to the column
+    A's tile (shared by the CN blocks of a cluster row): lines by ccol, multicast to the row
+
+Every part lands at the same offsets in each receiving block and counts on that block's
+`full[s]`, which still expects the whole stage's bytes. A block's producer overwrites slot
+s in every block its parts reach, so `empty[s]` counts the releases of the consumer
+warpgroups of all of them (its cluster row and column: CM + CN - 1 blocks), and each
+consumer's release arrives in every block it shares a tile with (`Arrive.sharers`). A
+cluster barrier after the roles keeps a block from exiting while the others still arrive
+on its barriers; a cluster tile past C's edge runs its pipeline (zero-filled loads) and
+stores nothing from its registers (the TMA store clips it anyway).
+
 The kernel the pass returns has been proven (tiledsl.models.mbarrier_hazards): its
 handoffs order every shared-memory access under every interleaving of the roles, and no
 wait can deadlock. Each handoff statement's decision — the race or deadlock it prevents —
