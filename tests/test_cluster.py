@@ -253,3 +253,35 @@ def test_a_cluster_needs_the_warp_specialized_pipeline(tmp_path, capsys) -> None
         "producer multicasts the tiles the cluster's blocks share)"
     ), r.err
     assert "note: add `copy tma` and `warp_specialize`" in r.err
+
+
+def test_a_persistent_cluster_launch_holds_the_resident_clusters(monkeypatch) -> None:
+    """The launcher asks the driver how many clusters fit at once (a cluster's blocks share
+    a GPC) and launches that many, not SMs / cluster size."""
+    from types import SimpleNamespace
+
+    from tiledsl.gpu import runtime, tensor_maps
+
+    asked = {}
+
+    class Config:
+        pass
+
+    def max_active(function, config):
+        asked.update(function=function, threads=config.blockDimX, smem=config.sharedMemBytes)
+        return "ok", 30
+
+    fake = SimpleNamespace(
+        CUlaunchConfig=Config,
+        CUfunction=lambda ptr: ("function", ptr),
+        cuOccupancyMaxActiveClusters=max_active,
+    )
+    monkeypatch.setattr(tensor_maps, "driver", lambda: fake)
+    monkeypatch.setattr(tensor_maps, "check", lambda cu, status, call: None)
+    launch = launch_of(compile_file(EXAMPLE).kernels[0])
+    fn = SimpleNamespace(kernel=SimpleNamespace(ptr=1234))
+    assert runtime.resident_clusters(fn, launch) == 30
+    assert asked == {"function": ("function", 1234), "threads": 384, "smem": launch.smem_bytes}
+    # a CuPy that does not show the function's handle: the clusters the SM count allows
+    monkeypatch.setattr(runtime, "multiprocessor_count", lambda: 132)
+    assert runtime.resident_clusters(SimpleNamespace(), launch) == 66

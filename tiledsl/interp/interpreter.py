@@ -58,7 +58,7 @@ import numpy as np
 
 from ..ir.dtypes import VALUE, convert, decode, encode
 from ..ir.expr import INT32, evaluate, variables
-from ..ir.grid import block_tile, cluster_place, grid_vars
+from ..ir.grid import block_tile, cluster_place, grid_vars, multicast_ranks, sharing_ranks
 from ..ir.nodes import (
     DTYPE_BYTES,
     Arrive,
@@ -239,23 +239,6 @@ class _Agent:
         shown += [v for v in self.scope if v in used and v not in shown and v in self.env]
         values = ", ".join(f"{v} = {_value(self.env[v])}" for v in shown)
         return f"`{text}`" + (f" at {values}" if values else "")
-
-
-def _shares(kernel: KernelIR, a: _Block, b: _Block) -> bool:
-    """Whether blocks a and b of a cluster share a tile: the same cluster row (A's tile)
-    or column (B's). Ranks run down the cluster's columns: rank = crow + CLUSTER_M * ccol."""
-    cm = kernel.cluster[0]
-    return a.rank % cm == b.rank % cm or a.rank // cm == b.rank // cm
-
-
-def _receives(kernel: KernelIR, load: TmaLoad, issuer: _Block, b: _Block) -> bool:
-    """Whether a TMA load issued by `issuer` lands in block b (its multicast's blocks)."""
-    cm = kernel.cluster[0]
-    if load.multicast == "row":
-        return b.rank % cm == issuer.rank % cm
-    if load.multicast == "column":
-        return b.rank // cm == issuer.rank // cm
-    return b is issuer
 
 
 def has_roles(kernel: KernelIR) -> bool:
@@ -608,7 +591,7 @@ class _Interpreter:
         nbytes = s.bytes * ag.warps if isinstance(s, ExpectTx) else 0
         targets = [ag.blk]
         if isinstance(s, Arrive) and s.sharers:  # remote arrivals too: every sharing block
-            targets = [b for b in ag.blk.cluster or [ag.blk] if _shares(self.kernel, ag.blk, b)]
+            targets = [ag.blk.cluster[r] for r in sharing_ranks(self.kernel, ag.blk.rank)]
         for blk in targets:
             if blk.exited:
                 raise InterpreterError(
@@ -649,7 +632,8 @@ class _Interpreter:
         nbytes = s.dst.rows * s.dst.cols * DTYPE_BYTES[ag.memory.dtype(s.dst)]
         agent = ag.index if clock is not None else None
         # multicast: the same bytes into the same offsets of every block it names
-        for dest in [b for b in blk.cluster if _receives(self.kernel, s, blk, b)] or [blk]:
+        ranks = multicast_ranks(self.kernel, s.multicast, blk.rank)
+        for dest in [blk.cluster[r] for r in ranks] if blk.cluster else [blk]:
             self._not_in_flight(ag, dunits, s, dest)
             self._not_being_read(ag, dunits, s, dest)
             dest.tma_busy[dunits] = True

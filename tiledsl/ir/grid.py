@@ -59,6 +59,27 @@ def cluster_place(kernel: KernelIR) -> dict[str, Expr]:
     return {"crow": RANK % cm, "ccol": RANK // cm}
 
 
+def sharing_ranks(kernel: KernelIR, rank: int) -> list[int]:
+    """The blocks of `rank`'s cluster row and column (itself included): those that share
+    a tile with it, whose releases its `empty` barriers count. What the emitter's loop over
+    `r % CLUSTER_M == crow || r / CLUSTER_M == ccol` arrives on."""
+    cm = kernel.cluster[0]
+    return [r for r in range(kernel.cluster_size) if r % cm == rank % cm or r // cm == rank // cm]
+
+
+def multicast_ranks(kernel: KernelIR, multicast: str, rank: int) -> list[int]:
+    """The blocks a TMA load issued by block `rank` lands in: its cluster row (A's tile,
+    the same crow), its cluster column (B's, the same ccol), or itself. The emitter's
+    row_mask and column_mask have these bits."""
+    cm = kernel.cluster[0]
+    ranks = range(kernel.cluster_size)
+    if multicast == "row":
+        return [r for r in ranks if r % cm == rank % cm]
+    if multicast == "column":
+        return [r for r in ranks if r // cm == rank // cm]
+    return [rank]
+
+
 def block_tile(kernel: KernelIR) -> dict[str, Expr]:
     """Named steps from `pid` to `bm` and `bn`, each over the names before it."""
     return tile_steps(kernel)

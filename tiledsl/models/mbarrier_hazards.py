@@ -61,7 +61,7 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import error
 from ..ir.expr import evaluate
-from ..ir.grid import block_tile, cluster_place, grid_vars
+from ..ir.grid import block_tile, cluster_place, grid_vars, multicast_ranks, sharing_ranks
 from ..ir.nodes import (
     DTYPE_BYTES,
     ELECTED,
@@ -287,7 +287,7 @@ class _Block:
             case Arrive() | ExpectTx():
                 nbytes = s.bytes if isinstance(s, ExpectTx) else 0
                 sharers = isinstance(s, Arrive) and s.sharers
-                for block in self.sharers(a.block) if sharers else (a.block,):
+                for block in sharing_ranks(self.k, a.block) if sharers else (a.block,):
                     bar = self.bar(s.bar, a.env, block)
                     node = self.step(elected)
                     self.event("arrive", node, elected, bar, nbytes, s, where)
@@ -296,7 +296,7 @@ class _Block:
             case TmaLoad():
                 issue = self.step(elected)
                 nbytes = s.dst.rows * s.dst.cols * DTYPE_BYTES[self.k.buffer(s.dst.buffer).dtype]
-                for block in self.receivers(s, a.block):
+                for block in multicast_ranks(self.k, s.multicast, a.block):
                     bar = self.bar(s.bar, a.env, block)
                     land = self.node([issue])
                     self.event("land", land, elected, bar, nbytes, s, where)
@@ -382,21 +382,6 @@ class _Block:
         """A barrier's key: (name, slot), and in a cluster the block whose barrier it is."""
         key = (ref.name, int(evaluate(ref.slot, env)))
         return (*key, block) if self.size > 1 else key
-
-    def sharers(self, block: int) -> list[int]:
-        """The blocks of `block`'s cluster row and column (itself included): rank = crow +
-        CLUSTER_M * ccol."""
-        cm = self.k.cluster[0]
-        return [b for b in range(self.size) if b % cm == block % cm or b // cm == block // cm]
-
-    def receivers(self, load: TmaLoad, block: int) -> list[int]:
-        """The blocks a TMA load issued by `block` lands in (a multicast's, or its own)."""
-        cm = self.k.cluster[0]
-        if load.multicast == "row":
-            return [b for b in range(self.size) if b % cm == block % cm]
-        if load.multicast == "column":
-            return [b for b in range(self.size) if b // cm == block // cm]
-        return [block]
 
     def where(self, a: _Actor) -> str:
         names = [v for v in ("tl", "kt", "step", "h") if v in a.env]
