@@ -15,13 +15,21 @@ the run at that size (so that a slow baseline sample flatters nothing), the targ
 ≥ 1.0x both; then the geometric mean. Prints the table and the verdicts and writes both as
 JSON (default bench/results/hopper-GPU-DATE.json). Exits 1 when a row fails its check; a
 target missed is reported, not an error.
+
+With --bf16 each schedule is timed a second time with bf16 A, B and C (the same file with
+its f16 declarations made bf16; the baselines take f16 only, so these rows have none), and
+a second table gives each schedule's bf16 TFLOP/s over its f16 TFLOP/s of the same run at
+each size, the target being ≥ 0.97 (within 3 %); the JSON holds it as "bf16". The f16
+verdicts above judge the f16 rows only.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
+import tempfile
 from pathlib import Path
 
 from best import ROOT, default_out
@@ -66,6 +74,59 @@ def verdicts(rows: list[dict]) -> list[dict]:
     return out
 
 
+#: The label suffix of a schedule's bf16 variant (--bf16).
+BF16 = "-bf16"
+#: bf16 within 3 % of f16: the issue's target for the same schedules with bf16 inputs.
+BF16_TARGET = 0.97
+_F16_DECLARATION = re.compile(r"(:\s*)f16(\s*\[)")
+
+
+def bf16_variant(path: Path, folder: Path) -> Path:
+    """`path` with every f16 operand declared bf16 (A, B and C), written into `folder`."""
+    out = folder / path.name
+    out.write_text(_F16_DECLARATION.sub(r"\1bf16\2", path.read_text()))
+    return out
+
+
+def bf16_ratios(rows: list[dict]) -> list[dict]:
+    """Per schedule and size: its bf16 variant's TFLOP/s over its own f16 TFLOP/s."""
+    timed = {
+        (r["label"], tuple(r["size"])): r["tflops"]
+        for r in rows
+        if r["kind"] == "tiledsl" and r["ok"] and r["tflops"]
+    }
+    out = []
+    for (label, size), f16 in sorted(timed.items()):
+        bf16 = timed.get((label + BF16, size))
+        if label.endswith(BF16) or bf16 is None:
+            continue
+        ratio = bf16 / f16
+        out.append(
+            {
+                "schedule": label,
+                "size": list(size),
+                "f16_tflops": f16,
+                "bf16_tflops": bf16,
+                "ratio": ratio,
+                "met": ratio >= BF16_TARGET,
+            }
+        )
+    return out
+
+
+def render_bf16(found: list[dict]) -> str:
+    lines = [f"{'schedule':<22} {'size':<16} {'f16':>8} {'bf16':>8} {'bf16/f16':>9}  ≥ 0.97"]
+    for v in found:
+        lines.append(
+            f"{v['schedule']:<22} {bench.size_label(tuple(v['size'])):<16} "
+            f"{v['f16_tflops']:8.1f} {v['bf16_tflops']:8.1f} {v['ratio']:9.3f}  "
+            + ("MET" if v["met"] else "MISSED")
+        )
+    mean = geomean([v["ratio"] for v in found])
+    lines.append("geometric mean bf16/f16: " + (f"{mean:.3f}" if mean else "-"))
+    return "\n".join(lines)
+
+
 def geomean(values: list[float]) -> float | None:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
@@ -104,17 +165,29 @@ def main() -> None:
     p.add_argument("--size", action="append", metavar="MxNxK", help="repeatable")
     p.add_argument("--repeat", type=int, default=30, help="timed runs per row (default 30)")
     p.add_argument("--out", default=None, help="JSON path (default bench/results/hopper-GPU-DATE)")
+    p.add_argument(
+        "--bf16", action="store_true", help="also time each schedule with bf16 A, B and C"
+    )
     args = p.parse_args()
     files = ([] if args.only else sorted(HOPPER.glob("*.tile"))) + [Path(f) for f in args.files]
     sizes = [parse_size(s) for s in (args.size or SIZES)]
     settings = bench.Settings(repeat=args.repeat, warmup=5)
-    rows = bench.measure([(f.stem, str(f)) for f in files], sizes, settings)
+    entries = [(f.stem, str(f)) for f in files]
+    if args.bf16:
+        folder = Path(tempfile.mkdtemp(prefix="hopper-bf16-"))
+        entries += [(f.stem + BF16, str(bf16_variant(f, folder))) for f in files]
+    rows = bench.measure(entries, sizes, settings)
     print(bench.table(rows))
-    found = verdicts([r.to_json() for r in rows])
+    recorded = [r.to_json() for r in rows]
+    found = verdicts([r for r in recorded if not r["label"].endswith(BF16)])
     print()
     print(render(found))
     document = bench.record(rows, settings, device_info())
     document["targets"] = found
+    if args.bf16:
+        document["bf16"] = bf16_ratios(recorded)
+        print()
+        print(render_bf16(document["bf16"]))
     out = Path(args.out) if args.out else default_out("hopper")
     bench.save_json(document, out)
     print(f"wrote {out}")

@@ -377,3 +377,49 @@ def test_best_judges_against_the_fastest_cublas_of_the_size() -> None:
     assert not f32["met"]  # 0.52x, though its own cuBLAS row would say 0.64x
     assert found["WMMA, f32 accumulation"]["met"]  # >= 0.50x
     assert found["WMMA, any accumulation"]["best"] == "w16"
+
+
+def _hopper_script(monkeypatch):
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))  # hopper.py imports best.py beside it
+    spec = importlib.util.spec_from_file_location("hopper_bench", ROOT / "bench" / "hopper.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_hopper_bf16_variants_and_their_ratios(tmp_path: Path, monkeypatch) -> None:
+    """bench/hopper.py --bf16: the same schedule with bf16 operands, compared with its own
+    f16 time of the run; the f16 verdicts leave the bf16 rows out."""
+    hopper = _hopper_script(monkeypatch)
+    variant = hopper.bf16_variant(ROOT / "examples" / "hopper" / "cluster.tile", tmp_path)
+    c = compile_file(variant)
+    g = c.kernels[0].gemm
+    assert (g.a.dtype, g.b.dtype, g.c.dtype) == ("bf16", "bf16", "bf16")
+    original = compile_file(ROOT / "examples" / "hopper" / "cluster.tile").kernels[0]
+    assert c.kernels[0].schedule == original.schedule  # the schedule as written
+
+    def row(label, kind, tflops):
+        return {
+            "label": label,
+            "kind": kind,
+            "size": [4096] * 3,
+            "ok": True,
+            "tflops": tflops,
+            "time_ms": 1.0 / tflops,
+        }
+
+    rows = [
+        row("cluster", "tiledsl", 860.0),
+        row("cuBLAS", "cublas", 861.0),
+        row("cluster-bf16", "tiledsl", 900.0),  # faster, but not an f16 row
+        row("epilogue", "tiledsl", 860.0),
+        row("epilogue-bf16", "tiledsl", 820.0),
+    ]
+    ratios = {r["schedule"]: r for r in hopper.bf16_ratios(rows)}
+    assert ratios["cluster"]["met"] and round(ratios["cluster"]["ratio"], 3) == 1.047
+    assert not ratios["epilogue"]["met"]  # 0.953: more than 3 % below f16
+    assert "geometric mean bf16/f16" in hopper.render_bf16(list(ratios.values()))
+    f16 = [r for r in rows if not r["label"].endswith(hopper.BF16)]
+    assert hopper.verdicts(f16)[0]["best"] in ("cluster", "epilogue")
