@@ -24,6 +24,7 @@ CASES = [
     "hgemm_mma",  # the mma.sync path and pad xor
     "tuned/wmma_f32acc",  # fragment-buffering
     "tuned/wgmma_f32acc",  # the wgmma path: warpgroups, descriptors, the 128-byte swizzle
+    "hopper/tma",  # tma-copies: TMA loads on full mbarriers, every warp computing
     "hopper/persistent",  # warp-specialization: TMA, mbarriers, roles, the tile loop
     "hopper/epilogue",  # epilogue_via tma: stmatrix into Cs, TMA stores, their waits
     "hopper/pingpong",  # warp_specialize pingpong: two teams on alternate tiles, their turns

@@ -88,12 +88,6 @@ def test_hopper_directives_are_refused_off_the_wgmma_path() -> None:
     ("drop", "directive", "message"),
     [
         (
-            "warp_specialize",
-            "copy tma",
-            "copy tma without warp_specialize is not built yet: it needs a TMA pipeline in "
-            "which the computing warps also issue the copies",
-        ),
-        (
             "copy tma",
             "warp_specialize",
             "warp_specialize is built for TMA copies only (one thread of the producer "
@@ -111,7 +105,7 @@ def test_unbuilt_combinations_are_located_refusals() -> None:
     compile_source(text, "k.tile")  # built: C is read in the register epilogue
     # (tests/test_accumulate_hopper.py)
     text = kernel_text(*HOPPER, "epilogue_via shared", operands=F16_C)
-    assert any("epilogue_via shared on a warp-specialized" in e[2] for e in errors(text))
+    assert any("epilogue_via shared on a TMA kernel" in e[2] for e in errors(text))
 
 
 def test_too_many_consumers_for_the_register_file_is_refused() -> None:

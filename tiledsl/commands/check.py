@@ -215,7 +215,8 @@ def _threads(kernel: KernelIR) -> list[str]:
         kept = sum(d.kept for d in kernel.sync_report)
         out.append(
             f"  handoffs  proven to order every shared-memory access under every interleaving "
-            f"of the roles, without deadlock (tiledsl.models.mbarrier_hazards); {kept} kept, "
+            f"of the {'roles' if kernel.specialization else 'warpgroups'}, without deadlock "
+            f"(tiledsl.models.mbarrier_hazards); {kept} kept, "
             f"{len(kernel.sync_report) - kept} removed; `compile --explain-sync` says what "
             "each one prevents"
         )

@@ -48,37 +48,50 @@ def explain_sync(kernels: tuple[KernelIR, ...], source: str) -> str:
 
 
 def _handoffs(k: KernelIR) -> list[str]:
-    """A warp-specialized kernel's mbarrier handoffs, role by role, with what the handoff
-    proof (tiledsl.models.mbarrier_hazards) found each one prevents."""
+    """A TMA kernel's mbarrier handoffs, role by role (or, without roles, the block's
+    statements), with what the handoff proof (tiledsl.models.mbarrier_hazards) found each
+    one prevents."""
     roles = k.specialization
-    assert roles is not None  # explain_sync asks only warp-specialized kernels
     decisions = {id(d.barrier): d for d in k.sync_report}
     kept = sum(d.kept for d in k.sync_report)
+    how = (
+        "the roles hand the stages over through mbarriers (tiledsl.passes.warp_specialization)"
+        if roles is not None
+        else "thread 0 issues the TMA copies, every thread waits on their mbarrier "
+        "(tiledsl.passes.tma_copies)"
+    )
     out = [
-        f"kernel {k.name} (sync {k.schedule.sync}): no block barriers in the main loop; the "
-        "roles hand the stages over through mbarriers (tiledsl.passes.warp_specialization). "
-        f"The handoff proof kept {kept} handoff statement(s) and removed "
-        f"{len(k.sync_report) - kept}: each one kept below says what goes wrong without it"
+        f"kernel {k.name} (sync {k.schedule.sync}): {how}. The handoff proof kept {kept} "
+        f"handoff statement(s) and removed {len(k.sync_report) - kept}: each one kept below "
+        "says what goes wrong without it"
     ]
     for m in k.mbarriers:
         out.append(f"  mbarrier {m.name}[{m.slots}]: {m.arrivals} arrival(s) a phase; {m.purpose}")
-    for role in roles.roles:
-        out.append(f"  role {role.name}:")
-        for s in walk(role.body):
-            d = decisions.get(id(s))
-            if d is not None:
-                state = "kept" if d.kept else "removed"
-                if k.schedule.sync == "all" and d.why.startswith("redundant"):
-                    state = "kept (sync all), though"
-                out.append(f"     #{d.index} {state}: {stmt_text(s)}")
-                out += textwrap.wrap(d.why, 100, initial_indent=" " * 8, subsequent_indent=" " * 10)
-            elif isinstance(s, (TmaLoad, TmaStore)):
-                out.append(f"     {stmt_text(s)}")
-    after = [s for s in k.body if id(s) in decisions]  # after the roles: the cluster barrier
-    if after:
+    parts = (
+        [(f"role {role.name}", role.body) for role in roles.roles]
+        if roles is not None
+        else [("the block (every warpgroup)", k.body)]
+    )
+    for title, body in parts:
+        out.append(f"  {title}:")
+        out += _decided(k, body, decisions)
+    after = [s for s in k.body if id(s) in decisions] if roles is not None else []
+    if after:  # after the roles: the cluster barrier
         out.append("  after the roles (every thread of the block):")
-    for s in after:
-        d = decisions[id(s)]
-        out.append(f"     #{d.index} {'kept' if d.kept else 'removed'}: {stmt_text(s)}")
-        out += textwrap.wrap(d.why, 100, initial_indent=" " * 8, subsequent_indent=" " * 10)
+        out += _decided(k, tuple(after), decisions)
+    return out
+
+
+def _decided(k: KernelIR, body, decisions) -> list[str]:
+    out = []
+    for s in walk(body):
+        d = decisions.get(id(s))
+        if d is not None:
+            state = "kept" if d.kept else "removed"
+            if k.schedule.sync == "all" and d.why.startswith("redundant"):
+                state = "kept (sync all), though"
+            out.append(f"     #{d.index} {state}: {stmt_text(s)}")
+            out += textwrap.wrap(d.why, 100, initial_indent=" " * 8, subsequent_indent=" " * 10)
+        elif isinstance(s, (TmaLoad, TmaStore)):
+            out.append(f"     {stmt_text(s)}")
     return out

@@ -180,8 +180,7 @@ def stores_by_tma(k: KernelIR) -> bool:
 def constants(k: KernelIR) -> list[str]:
     if not specialized(k):
         return []
-    roles = k.specialization
-    assert roles is not None  # specialized: the pass built both
+    roles = k.specialization  # None: `copy tma` alone, every warp computing
     stage = next(s for s in walk(k.body) if isinstance(s, ExpectTx))
     store = (
         [
@@ -206,8 +205,15 @@ def constants(k: KernelIR) -> list[str]:
         + [
             f"constexpr int STAGES = {k.schedule.stages}, STAGE_BYTES = {stage.bytes};  // "
             "mbarrier stages: A's and B's tiles of one K step, by TMA",
-            f"constexpr int PRODUCER_REGISTERS = {roles.producer.registers}, CONSUMER_REGISTERS = "
-            f"{roles.consumer.registers};  // setmaxnreg per role (tiledsl.models.registers)",
+            *(
+                [
+                    f"constexpr int PRODUCER_REGISTERS = {roles.producer.registers}, "
+                    f"CONSUMER_REGISTERS = {roles.consumer.registers};  // setmaxnreg per role "
+                    "(tiledsl.models.registers)"
+                ]
+                if roles is not None
+                else []
+            ),
         ]
     )
 
@@ -240,7 +246,8 @@ def prologue(k: KernelIR) -> list[str]:
             *_multicast_masks(k),
         ]
     else:
-        out.append("__syncthreads();  // the barriers are initialised before any role uses them")
+        who = "role" if k.specialization is not None else "thread"
+        out.append(f"__syncthreads();  // the barriers are initialised before any {who} uses them")
     if k.persistent and clustered(k):
         out.append(
             "const int blocks = gridDim.x / CLUSTER_SIZE;  // persistent: the clusters the "
@@ -296,11 +303,14 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
                 *("    " + x for x in emitter.stmts(k, consumer.body)),
                 "}",
             ]
+        case TmaLoad() | ExpectTx() if k.specialization is None:
+            # no producer: one thread of the block issues them (BLOCK_ELECTED)
+            inner = _tma_load(emitter, k, s) if isinstance(s, TmaLoad) else _expect_tx(emitter, s)
+            return ["if (threadIdx.x == 0) {", *("    " + x for x in inner), "}"]
         case TmaLoad():
             return _tma_load(emitter, k, s)
         case ExpectTx():
-            note = f"  // {s.reason}" if s.reason else ""
-            return [f"mbarrier_expect_tx(&{_bar(emitter, s.bar)}, STAGE_BYTES);{note}"]
+            return _expect_tx(emitter, s)
         case Arrive() if s.sharers:
             return [
                 f"if (lane == 0) {{  // {s.reason}: in every block of this one's cluster row "
@@ -326,6 +336,11 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
         case ProxyFence():
             return [f"fence_proxy_async();  // {s.reason}"]
     return None
+
+
+def _expect_tx(emitter, s: ExpectTx) -> list[str]:
+    note = f"  // {s.reason}" if s.reason else ""
+    return [f"mbarrier_expect_tx(&{_bar(emitter, s.bar)}, STAGE_BYTES);{note}"]
 
 
 def _bar(emitter, ref) -> str:

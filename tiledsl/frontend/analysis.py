@@ -364,6 +364,8 @@ def shared_memory_bytes(sched: Schedule, gemm: Gemm, staged_c: bool) -> int:
     if end and sched.warp_specialize:
         end += 2 * 8 * sched.stages  # a `full` and an `empty` mbarrier per stage
         end += 8 * sched.teams if sched.teams > 1 else 0  # pingpong: a `turn` per team
+    elif end and sched.copy_mode == "tma":
+        end += 8 * sched.stages  # `copy tma` alone: a `full` mbarrier per stage
     return end + path.smem_slack if end else end
 
 

@@ -6,9 +6,10 @@ refused here with the directive's location before anything is built:
 
 * the wgmma path (its tiles are read in the 128-byte swizzle that TMA writes), a
   pipeline (`stages` ≥ 2) and f16 or bf16 inputs;
-* `copy tma` and `warp_specialize` together (a TMA pipeline without a producer
-  warpgroup, and a producer that copies with cp.async, are not built yet), and
-  `persistent` only with them; `warp_specialize pingpong` only with `persistent`;
+* `warp_specialize` only with `copy tma` (a producer that copies with cp.async is not
+  built), and `persistent` only with them (`copy tma` alone is the TMA pipeline in which
+  every warp computes and thread 0 issues the copies: tiledsl.passes.tma_copies);
+  `warp_specialize pingpong` only with `persistent`;
 * `cluster CM x CN` only with them, at most 8 blocks (the portable cluster size), and
   tiles the cluster's blocks can split: each block loads 1/CM of B's tile and 1/CN of
   A's (whole 8-line swizzle atoms) and multicasts its part;
@@ -73,13 +74,6 @@ def check_hopper(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -
 
 def _check_together(sched: Schedule, errs: Collector) -> None:
     """The directives that come only together, and the pipeline's depth."""
-    if sched.copy_mode == "tma" and not sched.warp_specialize:
-        errs.add(
-            sched.loc("copy"),
-            "copy tma without warp_specialize is not built yet: it needs a TMA pipeline in "
-            "which the computing warps also issue the copies",
-            "add `warp_specialize` (one producer warpgroup issues the TMA copies)",
-        )
     if sched.warp_specialize and sched.copy_mode != "tma":
         errs.add(
             sched.loc("warp_specialize"),
@@ -200,8 +194,8 @@ def _check_unbuilt(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
     if "epilogue_via" in sched.written and sched.epilogue_via == "shared":
         errs.add(
             sched.loc("epilogue_via"),
-            "epilogue_via shared on a warp-specialized kernel is not built yet: its staging "
-            "tile would share bytes with stages the producer is already refilling",
+            "epilogue_via shared on a TMA kernel is not built yet: its staging tile would "
+            "share bytes with stages the TMA unit may be refilling",
             "drop the line: the consumers store C from their registers",
         )
     if gemm.batch is not None:

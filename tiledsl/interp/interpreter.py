@@ -191,6 +191,9 @@ class _Block:
     running: int = 0
     holds: bool = False  # a cluster barrier after the roles: it exits with the cluster
     exited: bool = False
+    # a block without roles: thread 0's TMA copies in its race log, with the mbarrier and
+    # phase each counts on (a wait for that phase orders them: tiledsl.passes.tma_copies)
+    tma_logged: list = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -579,8 +582,20 @@ class _Interpreter:
         clock = bars.acquire(name, slot)
         if ag.in_role and ag.blk.clocks is not None:
             ag.blk.clocks.acquire(ag.index, clock)
+        if not ag.in_role:  # every thread waited: the copies of the phase are ordered
+            self._forget_landed(ag.blk, (name, slot), bars.phase(name, slot) - 1)
         self.stats.mbarrier_waits += 1
         yield None
+
+    def _forget_landed(self, blk: _Block, bar: tuple[str, int], observed: int) -> None:
+        """A block without roles passed a wait on `bar`: the TMA copies counted on its
+        phases up to `observed` have landed before every thread's next access, so the race
+        log (which orders by block barriers only) no longer holds them against those."""
+        done = [a for a, b, p in blk.tma_logged if b == bar and p <= observed]
+        if done:
+            blk.races.forget(done)
+            gone = {id(a) for a in done}
+            blk.tma_logged = [x for x in blk.tma_logged if id(x[0]) not in gone]
 
     def _arrive(self, ag: _Agent, s: Arrive | ExpectTx) -> None:
         """One arrival per IR warp of the agent (with expect_tx, its bytes announced)."""
@@ -588,7 +603,9 @@ class _Interpreter:
         name, slot = bars.ref(s.bar, ag.env, s)
         clocks = ag.blk.clocks
         clock = clocks.release(ag.index) if ag.in_role and clocks is not None else None
-        nbytes = s.bytes * ag.warps if isinstance(s, ExpectTx) else 0
+        # expect_tx is one thread's arrival (the producer's, or thread 0 of a block without
+        # roles); an Arrive is one per IR warp (warpgroup) of the agent
+        count, nbytes = (1, s.bytes) if isinstance(s, ExpectTx) else (ag.warps, 0)
         targets = [ag.blk]
         if isinstance(s, Arrive) and s.sharers:  # remote arrivals too: every sharing block
             targets = [ag.blk.cluster[r] for r in sharing_ranks(self.kernel, ag.blk.rank)]
@@ -599,7 +616,7 @@ class _Interpreter:
                     f"{blk.label}, which may have exited: a cluster barrier before the "
                     "cluster's blocks exit is missing"
                 )
-            self._bars(ag, s, blk).arrive(name, slot, ag.warps, nbytes, clock, ag.role, s)
+            self._bars(ag, s, blk).arrive(name, slot, count, nbytes, clock, ag.role, s)
 
     def _bars(self, ag: _Agent, s, blk: _Block | None = None) -> MBarriers:
         bars = (blk or ag.blk).bars
@@ -631,6 +648,12 @@ class _Interpreter:
         clock = clocks.issue(ag.index) if ag.in_role and clocks is not None else None
         nbytes = s.dst.rows * s.dst.cols * DTYPE_BYTES[ag.memory.dtype(s.dst)]
         agent = ag.index if clock is not None else None
+        if not ag.in_role:  # thread 0 of a block without roles: its write, for the race log
+            # as warp 0's (thread 0 runs every warp-collective step of warp 0, its waits
+            # that retire the wgmmas' reads included: program order within the warp)
+            warp0 = np.asarray(self.threads, np.int64)
+            logged = ag.blk.races.record(dunits, warp0, True, s)
+            ag.blk.tma_logged.append((logged, bar, bars.phase(*bar)))
         # multicast: the same bytes into the same offsets of every block it names
         ranks = multicast_ranks(self.kernel, s.multicast, blk.rank)
         for dest in [blk.cluster[r] for r in ranks] if blk.cluster else [blk]:

@@ -64,7 +64,7 @@ class RaceLog:
         """`warps` (their ids) pass a warp barrier: each one's epoch moves on."""
         self.epochs[warps] += 1
 
-    def record(self, units, issuers, write: bool, stmt) -> None:
+    def record(self, units, issuers, write: bool, stmt) -> _Access:
         """`stmt` read (or wrote) `units`, each by its issuer (`issuers` broadcasts to them)."""
         units = np.asarray(units)
         issuers = np.broadcast_to(issuers, units.shape)
@@ -74,9 +74,25 @@ class RaceLog:
         if sid == len(self.texts):
             self.texts.append(stmt_text(stmt))
         flat_warps = warps.ravel()
-        self.accesses.append(
-            _Access(units.ravel(), issuers.ravel(), flat_warps, self.epochs[flat_warps], write, sid)
+        access = _Access(
+            units.ravel(), issuers.ravel(), flat_warps, self.epochs[flat_warps], write, sid
         )
+        self.accesses.append(access)
+        return access
+
+    def forget(self, done: list[_Access]) -> None:
+        """Accesses that something other than a block barrier has ordered before everything
+        that follows (a TMA copy whose mbarrier phase every thread has waited for): checked
+        against what came before them in the phase, then dropped."""
+        gone = {id(a) for a in done}
+        present = [i for i, a in enumerate(self.accesses) if id(a) in gone]
+        if not present:  # a block barrier has checked and dropped them already
+            return
+        last = present[-1]
+        unit = self._racy_unit(self.accesses[: last + 1])
+        if unit is not None:
+            self._report(unit, self.accesses[: last + 1])
+        self.accesses = [a for a in self.accesses if id(a) not in gone]
 
     def check_phase(self) -> None:
         """A block barrier: the phase's accesses must not race; the next phase starts empty."""

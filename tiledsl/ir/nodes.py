@@ -614,6 +614,9 @@ class KernelIR:
 #: What a consumer warpgroup issues from its lane 0 alone (the emitter's `if (lane == 0)`);
 #: the producer issues everything from one elected thread.
 ELECTED = (Arrive, ExpectTx, TmaLoad, TmaStore, TmaStoreWait)
+#: What one thread of the whole block issues: the producer's elected lane in a
+#: warp-specialized kernel, thread 0 in one without roles (`copy tma` alone).
+BLOCK_ELECTED = (ExpectTx, TmaLoad)
 #: The statements that order a warp-specialized kernel's roles and lanes: what the handoff
 #: proof (tiledsl.models.mbarrier_hazards) decides about, one at a time.
 HANDOFFS = (Wait, Arrive, ExpectTx, Barrier, ProxyFence, TmaStoreWait)

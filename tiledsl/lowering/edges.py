@@ -77,9 +77,10 @@ def edge_twin(analysis: Analysis, build: Callable[[Analysis], KernelIR]) -> Kern
 
 
 def _classic(schedule):
-    """A warp-specialized schedule's twin is the classic cp.async pipeline of the same
-    tiles: it runs the sizes whose tiles are partial or whose rows TMA cannot address."""
-    if not schedule.warp_specialize:
+    """A TMA schedule's twin (warp-specialized or not) is the classic cp.async pipeline of
+    the same tiles: it runs the sizes whose tiles are partial or whose rows TMA cannot
+    address."""
+    if schedule.copy_mode != "tma":
         return schedule
     return replace(
         schedule,

@@ -63,11 +63,13 @@ from ..errors import error
 from ..ir.expr import evaluate
 from ..ir.grid import block_tile, cluster_place, grid_vars, multicast_ranks, sharing_ranks
 from ..ir.nodes import (
+    BLOCK_ELECTED,
     DTYPE_BYTES,
     ELECTED,
     HANDOFFS,
     Arrive,
     Barrier,
+    Copy,
     EpilogueFrag,
     ExpectTx,
     Fill,
@@ -202,6 +204,10 @@ class _Block:
         """The block's top level (each block's of a cluster): its lets, the roles, and a
         cluster barrier after them; then each block's exit, after all its threads."""
         envs = [self.block_env(r) for r in range(self.size)]
+        if not any(isinstance(s, Roles) for s in body):  # `copy tma` alone: no roles
+            self.lockstep(self.warpgroups(envs[0], 0), body)
+            self.exits = [self.node(list(self.last))]
+            return
         for s in body:
             match s:
                 case Let():
@@ -229,22 +235,62 @@ class _Block:
                 env[name] = int(evaluate(e, env))
         return env
 
+    def warpgroups(self, block_env: dict, block: int) -> list[_Actor]:
+        """The block's consumer warpgroups (the IR's warps), two threads each."""
+        coords, actors = self.k.warp_coords(), []
+        for w in range(self.k.consumer_warps):
+            name = f"consumer warpgroup {w}" if self.k.specialization else f"warpgroup {w}"
+            threads = (
+                self.thread(f"{name} (lane 0)", block),
+                self.thread(f"{name} (other lanes)", block),
+            )
+            env = {**block_env, **{v: int(a[w]) for v, a in coords.items()}}
+            actors.append(_Actor(self.named(name, block), threads, env, block))
+        return actors
+
+    def lockstep(self, actors: list[_Actor], body) -> None:
+        """A block without roles: every warpgroup runs `body` (its loops and conditions are
+        block-uniform), meeting the others at each block barrier; what one thread of the
+        block issues (BLOCK_ELECTED) is warpgroup 0's lane 0's."""
+        self.actors += [a for a in actors if a not in self.actors]
+        for s in body:
+            match s:
+                case For():
+                    env = actors[0].env
+                    start, stop = (int(evaluate(e, env)) for e in (s.start, s.stop))
+                    for v in range(start, stop, s.step):
+                        for a in actors:
+                            a.env[s.var] = v
+                        self.lockstep(actors, s.body)
+                    for a in actors:
+                        a.env.pop(s.var, None)
+                case If():
+                    env = actors[0].env
+                    lhs, rhs = evaluate(s.lhs, env), evaluate(s.rhs, env)
+                    taken = lhs < rhs if s.op == "<" else lhs == rhs
+                    self.lockstep(actors, s.then if taken else s.orelse)
+                case Let():
+                    for a in actors:
+                        a.env[s.var] = int(evaluate(s.value, a.env))
+                case Barrier(scope="block"):
+                    threads = [t for a in actors for t in a.threads]
+                    joint = self.node([self.last[t] for t in threads])
+                    for t in threads:
+                        self.last[t] = joint
+                case _ if isinstance(s, BLOCK_ELECTED):
+                    self.statement(actors[0], s)
+                case _:
+                    for a in actors:
+                        self.statement(a, s)
+
     def roles(self, roles: Roles, envs: list[dict]) -> None:
         producers, consumers = [], []
-        coords = self.k.warp_coords()
         for block, block_env in enumerate(envs):
             thread = self.thread("the producer", block)
             producers.append(
                 _Actor(self.named("the producer", block), (thread,), dict(block_env), block)
             )
-            for w in range(self.k.consumer_warps):
-                name = f"consumer warpgroup {w}"
-                threads = (
-                    self.thread(f"{name} (lane 0)", block),
-                    self.thread(f"{name} (other lanes)", block),
-                )
-                env = {**block_env, **{v: int(a[w]) for v, a in coords.items()}}
-                consumers.append(_Actor(self.named(name, block), threads, env, block))
+            consumers += self.warpgroups(block_env, block)
         self.actors += producers + consumers
         # the canonical interleaving runs the lowest ready node first: whoever is traced
         # first runs as soon as it can, the others only when it waits
@@ -338,6 +384,14 @@ class _Block:
                     self.access(s.dst, a, t, True, False, n, n, s, lanes)
             case StoreFrag():
                 pass  # to global memory
+            case Copy(by="warp") if isinstance(s.src, SharedTile) and not isinstance(
+                s.dst, SharedTile
+            ):
+                # the warp's lanes read their staged C (a lane mapping of its own): after
+                # the warp barrier that follows the fragment store
+                for t in issuers:
+                    n = self.step(t)
+                    self.access(s.src, a, t, False, False, n, n, s, None)
             case TmaStore():
                 n = self.step(elected)
                 a.stores.append(self.access(s.src, a, elected, False, True, n, None, s, None))
@@ -370,7 +424,12 @@ class _Block:
             lanes = (*lanes, lo, hi)
         acc = _Access(tile.buffer, lo, hi, write, asynchronous, start, end, t, lanes, stmt, "")
         acc.who = f"{self.thread_names[t]}, {self.where(a)}"
-        acc.rank = (a.env.get("step", -1), self.actors.index(a), start)
+        # the order the program means: in lock step (no roles) the trace's own order
+        acc.rank = (
+            (a.env.get("step", -1), self.actors.index(a), start)
+            if self.k.specialization
+            else (start,)
+        )
         acc.block = a.block if block is None else block
         self.accesses.append(acc)
         return acc
@@ -614,12 +673,27 @@ def _ancestors(blk: _Block, order: list[int]) -> list[int]:
     return seen
 
 
+def _regions(k: KernelIR, offsets: dict[str, int]) -> dict[str, int]:
+    """Each buffer's region: buffers whose bytes overlap (a staging tile over the stages,
+    `SharedBuffer.alias`) share one, so that their accesses are compared; the others are
+    apart, which keeps the pairs few."""
+    spans = sorted((offsets[b.name], offsets[b.name] + b.size_bytes, b.name) for b in k.buffers)
+    region, current, end = {}, -1, -1
+    for lo, hi, name in spans:
+        if lo >= end:  # past every byte so far: a new region
+            current += 1
+        region[name] = current
+        end = max(end, hi)
+    return region
+
+
 def _check_accesses(blk: _Block, hb, size: str) -> None:
     """Every two conflicting accesses ordered; of the pairs that are not, the one that
     says most (two roles, a read) is reported."""
-    by_buffer: dict[tuple[str, int], list[_Access]] = {}
+    region = _regions(blk.k, blk.offsets)
+    by_buffer: dict[tuple[int, int], list[_Access]] = {}
     for a in blk.accesses:
-        by_buffer.setdefault((a.buffer, a.block), []).append(a)
+        by_buffer.setdefault((region[a.buffer], a.block), []).append(a)
     unordered = []
     for accesses in by_buffer.values():
         for i, q in enumerate(accesses):

@@ -35,6 +35,7 @@ def _registry() -> tuple[Pass, ...]:
     from .smem_tiling import smem_tiling
     from .swizzle import swizzle
     from .sync_elimination import sync_elimination
+    from .tma_copies import tma_copies
     from .warp_coarsening import warp_coarsening
     from .warp_specialization import warp_specialization
 
@@ -88,6 +89,13 @@ def _registry() -> tuple[Pass, ...]:
             sync_elimination,
             lambda s: s.sync == "minimal",
             "removes barriers the hazard analysis proves redundant",
+        ),
+        Pass(
+            "tma-copies",
+            "copy",
+            tma_copies,
+            lambda s: s.copy_mode == "tma" and not s.warp_specialize,
+            "loads the pipeline's tiles by TMA, counted on mbarriers; every warp computes",
         ),
         Pass(
             "warp-specialization",
