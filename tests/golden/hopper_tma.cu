@@ -220,12 +220,8 @@ hopper_tma(const __grid_constant__ TensorMap map_A, const __grid_constant__ Tens
         if (s < (K + BK - 1) / BK) {
             if (threadIdx.x == 0) {
                 mbarrier_expect_tx(&full[s], STAGE_BYTES);  // this step's tiles, by TMA
-            }
-            if (threadIdx.x == 0) {
                 // 128x64 A -> As by TMA: 1 box(es) of 64 x 128, on full[s]
                 tma_load_2d(&As[s][0][0][0], &map_A, s * BK, bm * BM, &full[s]);
-            }
-            if (threadIdx.x == 0) {
                 // 64x256 B -> Bs by TMA: 4 box(es) of 64 x 64, on full[s]
                 tma_load_2d(&Bs[s][0][0][0], &map_B, bn * BN, s * BK, &full[s]);
                 tma_load_2d(&Bs[s][1][0][0], &map_B, bn * BN + 64, s * BK, &full[s]);
@@ -241,12 +237,8 @@ hopper_tma(const __grid_constant__ TensorMap map_A, const __grid_constant__ Tens
         if (kt + 2 < (K + BK - 1) / BK) {
             if (threadIdx.x == 0) {
                 mbarrier_expect_tx(&full[(kt + 2) % 4], STAGE_BYTES);  // this step's tiles, by TMA
-            }
-            if (threadIdx.x == 0) {
                 // 128x64 A -> As by TMA: 1 box(es) of 64 x 128, on full[(kt + 2) % 4]
                 tma_load_2d(&As[(kt + 2) % 4][0][0][0], &map_A, (kt + 2) * BK, bm * BM, &full[(kt + 2) % 4]);
-            }
-            if (threadIdx.x == 0) {
                 // 64x256 B -> Bs by TMA: 4 box(es) of 64 x 64, on full[(kt + 2) % 4]
                 tma_load_2d(&Bs[(kt + 2) % 4][0][0][0], &map_B, bn * BN, (kt + 2) * BK, &full[(kt + 2) % 4]);
                 tma_load_2d(&Bs[(kt + 2) % 4][1][0][0], &map_B, bn * BN + 64, (kt + 2) * BK, &full[(kt + 2) % 4]);

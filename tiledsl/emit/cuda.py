@@ -348,7 +348,7 @@ __device__ __forceinline__ void cp_async_wait() {
         out: list[str] = []
         for stmt in body:
             out += self._stmt(k, stmt)
-        return out
+        return lowering_for(k).statement_list(k, out)
 
     def _stmt(self, k: KernelIR, s) -> list[str]:
         lowering = lowering_for(k)

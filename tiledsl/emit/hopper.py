@@ -306,7 +306,7 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
         case TmaLoad() | ExpectTx() if k.specialization is None:
             # no producer: one thread of the block issues them (BLOCK_ELECTED)
             inner = _tma_load(emitter, k, s) if isinstance(s, TmaLoad) else _expect_tx(emitter, s)
-            return ["if (threadIdx.x == 0) {", *("    " + x for x in inner), "}"]
+            return [THREAD_0, *("    " + x for x in inner), "}"]
         case TmaLoad():
             return _tma_load(emitter, k, s)
         case ExpectTx():
@@ -336,6 +336,28 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
         case ProxyFence():
             return [f"fence_proxy_async();  // {s.reason}"]
     return None
+
+
+#: The guard of what thread 0 issues in a kernel without roles (BLOCK_ELECTED).
+THREAD_0 = "if (threadIdx.x == 0) {"
+
+
+def join_elected(lines: list[str]) -> list[str]:
+    """One `if (threadIdx.x == 0)` around thread 0's consecutive statements (the expect_tx
+    and the copies of a step), not one each."""
+    out: list[str] = []
+    for line in lines:
+        if line == THREAD_0 and out and out[-1] == "}" and _opened_by(out) == THREAD_0:
+            out.pop()  # thread 0's block just before: go on inside it
+            continue
+        out.append(line)
+    return out
+
+
+def _opened_by(lines: list[str]) -> str:
+    """The line that opened the block the last line ("}") closes: the last line before it
+    at the list's own depth (the block's body is indented)."""
+    return next((x for x in reversed(lines[:-1]) if not x.startswith(" ")), "")
 
 
 def _expect_tx(emitter, s: ExpectTx) -> list[str]:

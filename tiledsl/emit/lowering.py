@@ -64,3 +64,8 @@ class PathLowering:
     def statement(self, emitter, k: KernelIR, s) -> list[str] | None:
         """The path's spelling of a fragment or group statement, or None."""
         return None
+
+    def statement_list(self, k: KernelIR, lines: list[str]) -> list[str]:
+        """The lines of a statement list, as the path would have them read (the wgmma path
+        joins one thread's consecutive TMA statements under one `if`)."""
+        return lines

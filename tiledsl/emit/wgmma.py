@@ -168,6 +168,9 @@ class WgmmaLowering(PathLowering):
     def statement(self, emitter, k: KernelIR, s) -> list[str] | None:
         return hopper.statement(emitter, k, s) or statement(emitter, k, s)
 
+    def statement_list(self, k: KernelIR, lines: list[str]) -> list[str]:
+        return hopper.join_elected(lines) if hopper.specialized(k) else lines
+
 
 def k_major(k: KernelIR, buffer: str) -> bool:
     """Whether a tile's lines run along K (A row-major, B col-major): no transpose."""
