@@ -31,6 +31,7 @@ have; everything else (the wgmmas, the accumulator store) is the wgmma path's.
 from __future__ import annotations
 
 from ..ir.nodes import (
+    BLOCK_ELECTED,
     Arrive,
     Barrier,
     ExpectTx,
@@ -303,8 +304,8 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
                 *("    " + x for x in emitter.stmts(k, consumer.body)),
                 "}",
             ]
-        case TmaLoad() | ExpectTx() if k.specialization is None:
-            # no producer: one thread of the block issues them (BLOCK_ELECTED)
+        case _ if isinstance(s, BLOCK_ELECTED) and k.specialization is None:
+            # no producer: one thread of the block issues them
             inner = _tma_load(emitter, k, s) if isinstance(s, TmaLoad) else _expect_tx(emitter, s)
             return [THREAD_0, *("    " + x for x in inner), "}"]
         case TmaLoad():

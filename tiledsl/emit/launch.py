@@ -139,11 +139,16 @@ class Launch:
             x = min(sms // self.cluster_size * self.cluster_size, x)
         return x, int(evaluate(self.batch, sizes)) if self.batch else 1
 
-    def _persistent_grid(self, tiles: str) -> str:
+    def _persistent(self, tiles: str) -> dict:
         if self.cluster_size == 1:
-            return f"min(multiprocessor count, {tiles})"
+            return {"grid_x": f"min(multiprocessor count, {tiles})"}
         c = self.cluster_size
-        return f"min(multiprocessor count / {c} * {c}, {tiles})"
+        return {
+            "grid_x": f"min(multiprocessor count / {c} * {c}, {tiles})",
+            # what the launcher takes when fewer clusters fit at once (tiledsl.gpu.runtime)
+            "at_most": f"cuOccupancyMaxActiveClusters * {c}: the clusters the device keeps "
+            "resident",
+        }
 
     def tensor_map(self, param: str) -> TensorMapSpec:
         return next(t for t in self.tensor_maps if t.param == param)
@@ -157,7 +162,7 @@ class Launch:
                 "y": to_c(self.batch, named=False) if self.batch is not None else 1,
                 "z": 1,
             },
-            **({"persistent": {"grid_x": self._persistent_grid(tiles)}} if self.persistent else {}),
+            **({"persistent": self._persistent(tiles)} if self.persistent else {}),
             **(
                 {"cluster": {"x": self.cluster_size, "y": 1, "z": 1}}
                 if self.cluster_size > 1

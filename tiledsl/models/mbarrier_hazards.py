@@ -205,7 +205,9 @@ class _Block:
         cluster barrier after them; then each block's exit, after all its threads."""
         envs = [self.block_env(r) for r in range(self.size)]
         if not any(isinstance(s, Roles) for s in body):  # `copy tma` alone: no roles
-            self.lockstep(self.warpgroups(envs[0], 0), body)
+            warpgroups = self.warpgroups(envs[0], 0)
+            self.actors += warpgroups
+            self.trace(warpgroups, body)
             self.exits = [self.node(list(self.last))]
             return
         for s in body:
@@ -248,31 +250,29 @@ class _Block:
             actors.append(_Actor(self.named(name, block), threads, env, block))
         return actors
 
-    def lockstep(self, actors: list[_Actor], body) -> None:
-        """A block without roles: every warpgroup runs `body` (its loops and conditions are
-        block-uniform), meeting the others at each block barrier; what one thread of the
-        block issues (BLOCK_ELECTED) is warpgroup 0's lane 0's."""
-        self.actors += [a for a in actors if a not in self.actors]
+    def trace(self, actors: list[_Actor], body) -> None:
+        """`body` run by `actors` together: one role's actor, or (a block without roles)
+        every warpgroup, its loops and conditions block-uniform, meeting at each block
+        barrier; what one thread of the block issues (BLOCK_ELECTED) is the first actor's."""
+        env = actors[0].env
         for s in body:
             match s:
                 case For():
-                    env = actors[0].env
                     start, stop = (int(evaluate(e, env)) for e in (s.start, s.stop))
                     for v in range(start, stop, s.step):
                         for a in actors:
                             a.env[s.var] = v
-                        self.lockstep(actors, s.body)
+                        self.trace(actors, s.body)
                     for a in actors:
                         a.env.pop(s.var, None)
                 case If():
-                    env = actors[0].env
                     lhs, rhs = evaluate(s.lhs, env), evaluate(s.rhs, env)
                     taken = lhs < rhs if s.op == "<" else lhs == rhs
-                    self.lockstep(actors, s.then if taken else s.orelse)
+                    self.trace(actors, s.then if taken else s.orelse)
                 case Let():
                     for a in actors:
                         a.env[s.var] = int(evaluate(s.value, a.env))
-                case Barrier(scope="block"):
+                case Barrier(scope="block") if self.k.specialization is None:
                     threads = [t for a in actors for t in a.threads]
                     joint = self.node([self.last[t] for t in threads])
                     for t in threads:
@@ -296,29 +296,12 @@ class _Block:
         # first runs as soon as it can, the others only when it waits
         if not self.consumers_first:
             for producer in producers:
-                self.body(producer, roles.producer.body)
+                self.trace([producer], roles.producer.body)
         for actor in consumers:
-            self.body(actor, roles.consumer.body)
+            self.trace([actor], roles.consumer.body)
         if self.consumers_first:
             for producer in producers:
-                self.body(producer, roles.producer.body)
-
-    def body(self, a: _Actor, body) -> None:
-        for s in body:
-            match s:
-                case For():
-                    start, stop = (int(evaluate(e, a.env)) for e in (s.start, s.stop))
-                    for v in range(start, stop, s.step):
-                        a.env[s.var] = v
-                        self.body(a, s.body)
-                    a.env.pop(s.var, None)
-                case If():
-                    lhs, rhs = evaluate(s.lhs, a.env), evaluate(s.rhs, a.env)
-                    self.body(a, s.then if (lhs < rhs if s.op == "<" else lhs == rhs) else s.orelse)
-                case Let():
-                    a.env[s.var] = int(evaluate(s.value, a.env))
-                case _:
-                    self.statement(a, s)
+                self.trace([producer], roles.producer.body)
 
     def statement(self, a: _Actor, s) -> None:
         where = self.where(a)
@@ -331,27 +314,9 @@ class _Block:
                 for t in issuers:
                     self.event("wait", self.step(t), t, bar, parity, s, where)
             case Arrive() | ExpectTx():
-                nbytes = s.bytes if isinstance(s, ExpectTx) else 0
-                sharers = isinstance(s, Arrive) and s.sharers
-                for block in sharing_ranks(self.k, a.block) if sharers else (a.block,):
-                    bar = self.bar(s.bar, a.env, block)
-                    node = self.step(elected)
-                    self.event("arrive", node, elected, bar, nbytes, s, where)
-                    if block != a.block:
-                        self.remote.append((node, block, f"`{_text(s)}` ({where}) arrives on"))
+                self.arrive(a, s, elected, where)
             case TmaLoad():
-                issue = self.step(elected)
-                nbytes = s.dst.rows * s.dst.cols * DTYPE_BYTES[self.k.buffer(s.dst.buffer).dtype]
-                for block in multicast_ranks(self.k, s.multicast, a.block):
-                    bar = self.bar(s.bar, a.env, block)
-                    land = self.node([issue])
-                    self.event("land", land, elected, bar, nbytes, s, where)
-                    for span in _part_spans(self.k, self.offsets, s.dst, a.env):
-                        self.access(
-                            s.dst, a, elected, True, True, issue, land, s, None, span, block
-                        )
-                    if block != a.block:
-                        self.remote.append((land, block, f"`{_text(s)}` ({where}) lands in"))
+                self.tma_load(a, s, elected, where)
             case LoadFrag() if isinstance(s.src, SharedTile):
                 a.reads.append((s.src, tile_bytes(self.k, self.offsets, s.src, a.env), s))
             case MmaFence() | Mma() | Fill() | EpilogueFrag() | LoadFrag():
@@ -404,6 +369,29 @@ class _Block:
                 raise HandoffProblem(
                     "count", "not modelled", f"`{_text(s)}` in the {a.name}'s role"
                 )
+
+    def arrive(self, a: _Actor, s: Arrive | ExpectTx, elected: int, where: str) -> None:
+        """An arrival (with expect_tx, its bytes announced); a release to the sharers is
+        one on each sharing block's barrier."""
+        nbytes = s.bytes if isinstance(s, ExpectTx) else 0
+        sharers = isinstance(s, Arrive) and s.sharers
+        for block in sharing_ranks(self.k, a.block) if sharers else (a.block,):
+            node = self.step(elected)
+            self.event("arrive", node, elected, self.bar(s.bar, a.env, block), nbytes, s, where)
+            if block != a.block:
+                self.remote.append((node, block, f"`{_text(s)}` ({where}) arrives on"))
+
+    def tma_load(self, a: _Actor, s: TmaLoad, elected: int, where: str) -> None:
+        """A TMA copy: issued now, landing later in every block it is multicast to."""
+        issue = self.step(elected)
+        nbytes = s.dst.rows * s.dst.cols * DTYPE_BYTES[self.k.buffer(s.dst.buffer).dtype]
+        for block in multicast_ranks(self.k, s.multicast, a.block):
+            land = self.node([issue])
+            self.event("land", land, elected, self.bar(s.bar, a.env, block), nbytes, s, where)
+            for span in _part_spans(self.k, self.offsets, s.dst, a.env):
+                self.access(s.dst, a, elected, True, True, issue, land, s, None, span, block)
+            if block != a.block:
+                self.remote.append((land, block, f"`{_text(s)}` ({where}) lands in"))
 
     def access(
         self,
