@@ -283,7 +283,7 @@ DIRECTIVES: dict[str, tuple[str, ...]] = {
         "warp_specialize pingpong",
         "warp_specialize cooperative",
     ),
-    "persistent": ("persistent",),
+    "persistent": ("persistent", "persistent stream_k"),
     "cluster": ("cluster 2 x 1", "cluster 1 x 2", "cluster 2 x 2", "cluster 1 x 1"),
     "pad": ("pad auto", "pad none", "pad xor", "pad A 8, B 8", "pad A 16, B 0", "pad A 24, B 8"),
     "swizzle": (
@@ -346,6 +346,9 @@ ODD_DIRECTIVES: tuple[str, ...] = (
     "warp_specialize pingpong persistent",
     "warp_specialize ping",
     "persistent 2",
+    "persistent stream_k stream_k",
+    "persistent streamk",
+    "warp_specialize pingpong persistent stream_k",
     "cluster 4 x 4",
     "cluster 3 x 1",
     "cluster 0 x 2",

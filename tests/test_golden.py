@@ -29,6 +29,7 @@ CASES = [
     "hopper/epilogue",  # epilogue_via tma: stmatrix into Cs, TMA stores, their waits
     "hopper/pingpong",  # warp_specialize pingpong: two teams on alternate tiles, their turns
     "hopper/cluster",  # cluster 2 x 1: multicast parts of B, releases across the cluster
+    "hopper/stream_k",  # persistent stream_k: the shares, the partial sums and their flags
 ]
 
 

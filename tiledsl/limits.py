@@ -21,6 +21,9 @@ INT_MAX = 2**31 - 1  # the generated code's `int`
 GRID_X_MAX = 2**31 - 1  # blocks along x (compute capability 3.0 and later)
 GRID_Y_MAX = 65535  # grid rows: the products of a batch
 MAX_STAGES = 32  # pipeline stages: more never pays, and each one is unrolled and analysed
+# A swizzle's group (grouped, snake) or panel (zigzag) of block tiles: a wider one never
+# pays, and GROUP_M * tiles_n (PANEL_N * tiles_m) must fit the kernel's int at real sizes
+MAX_SWIZZLE = 65536
 MAX_KERNELS = 64  # kernels in one file: each is lowered, checked and emitted on its own
 MAX_DIGITS = 18  # digits of a number literal (past that, no value is meaningful here)
 MAX_SOURCE_BYTES = 1 << 20  # a .tile file (a schedule is a few kilobytes)

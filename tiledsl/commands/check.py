@@ -27,6 +27,7 @@ from ..frontend.hopper import MAX_CLUSTER
 from ..gpu import toolchain
 from ..gpu.toolchain import PtxasReport
 from ..ir.expr import to_c
+from ..ir.grid import SK_PARTS
 from ..ir.nodes import (
     KernelIR,
     Roles,
@@ -221,6 +222,14 @@ def _threads(kernel: KernelIR) -> list[str]:
             "each one prevents"
         )
     out += _cluster(kernel)
+    if kernel.stream_k:
+        bm, bn, _ = s.block
+        out.append(
+            f"  stream-K  whole rounds of tiles, then the tiles left in equal shares of their K "
+            f"steps (at least 1/{SK_PARTS} of a tile's each); workspace: {bm * bn * 4} bytes "
+            "of f32 partial sums and a flag per block of the grid, in global memory (the "
+            "launcher allocates them once); every block resident (the persistent grid)"
+        )
     out.append("")
     return out
 
@@ -230,12 +239,14 @@ def _cluster(kernel: KernelIR) -> list[str]:
     if kernel.cluster_size == 1:
         return []
     cm, cn = kernel.cluster
-    parts = [
-        f"{load.src.operand}'s tile in {load.src.rows}x{load.src.cols} parts to its cluster "
-        f"{load.multicast}"
-        for load in walk(kernel.body)
-        if isinstance(load, TmaLoad) and load.multicast
-    ]
+    parts = list(  # once each (a stream-K producer issues them in two loops)
+        dict.fromkeys(
+            f"{load.src.operand}'s tile in {load.src.rows}x{load.src.cols} parts to its "
+            f"cluster {load.multicast}"
+            for load in walk(kernel.body)
+            if isinstance(load, TmaLoad) and load.multicast
+        )
+    )
     empty = next(m for m in kernel.mbarriers if m.name == "empty")
     return [
         f"  cluster   {cm} x {cn} = {kernel.cluster_size} blocks (limit {MAX_CLUSTER}, portable); "
@@ -499,7 +510,7 @@ def schedule_line(kernel: KernelIR) -> str:
     if s.warp_specialize:
         parts.append("warp_specialize" + (" pingpong" if s.pingpong else ""))
     if s.persistent:
-        parts.append("persistent")
+        parts.append("persistent stream_k" if s.stream_k else "persistent")
     if s.cluster_size > 1:
         parts.append(f"cluster {s.cluster[0]}x{s.cluster[1]}")
     pads = ", ".join(

@@ -30,13 +30,18 @@ have; everything else (the wgmmas, the accumulator store) is the wgmma path's.
 
 from __future__ import annotations
 
+from ..ir.grid import SK_MAX_FILL, SK_PARTS
 from ..ir.nodes import (
     BLOCK_ELECTED,
     Arrive,
     Barrier,
     ExpectTx,
+    FlagSignal,
+    FlagWait,
     KernelIR,
     Let,
+    PartialAdd,
+    PartialStore,
     ProxyFence,
     Roles,
     TmaLoad,
@@ -133,6 +138,28 @@ __device__ __forceinline__ void mbarrier_arrive_remote(unsigned long long* bar, 
 }"""
 
 
+STREAM_K_HELPERS = """\
+// Stream-K's fix-up between blocks (persistent stream_k): the first consumer thread
+// releases a flag once every consumer thread's partial sum is in the workspace (after a
+// named barrier of the consumers), and the owner's first consumer thread acquires it, then
+// clears it, so that every launch finds the flags as it leaves them: zero.
+__device__ __forceinline__ void signal_flag(unsigned* flag) {
+    asm volatile("fence.acq_rel.gpu;\\n st.relaxed.gpu.global.u32 [%0], 1;\\n" :: "l"(flag)
+                 : "memory");
+}
+__device__ __forceinline__ void wait_flag(unsigned* flag) {
+    unsigned set;
+    do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\\n" : "=r"(set) : "l"(flag) : "memory");
+    } while (!set);
+    asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\\n" :: "l"(flag) : "memory");
+}
+// Until `threads` threads (whole warps) have reached named barrier `id`.
+__device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
+    asm volatile("bar.sync %0, %1;\\n" :: "r"(id), "r"(threads) : "memory");
+}
+"""
+
 STORE_HELPERS = """\
 // epilogue_via tma: C staged by stmatrix in shared memory, written by the TMA unit.
 // The TMA unit writes a box of shared memory (in the map's swizzle) to the tensor at
@@ -200,9 +227,24 @@ def constants(k: KernelIR) -> list[str]:
         if clustered(k)
         else []
     )
+    stream_k = (
+        [
+            f"constexpr int SK_PARTS = {SK_PARTS}, SK_MAX_FILL = {SK_MAX_FILL};  // persistent "
+            "stream_k: a block's share is at least 1/SK_PARTS of a tile's K steps; the last "
+            "round's tiles are shared when they fill at most SK_MAX_FILL % of the grid",
+            "constexpr int CONSUMER_THREADS = WARPS_M * WARPS_N * WARP_SIZE, CONSUMERS_BARRIER = "
+            "WARPS_M * WARPS_N + 1;  // the fix-up's named barrier of the consumer warpgroups "
+            "(1 + warp is each warpgroup's own)",
+            "constexpr int PARTIAL_FLOATS = BM * BN;  // a block's partial sum in the workspace: "
+            "every consumer thread's accumulators",
+        ]
+        if k.stream_k
+        else []
+    )
     return (
         cluster
         + store
+        + stream_k
         + [
             f"constexpr int STAGES = {k.schedule.stages}, STAGE_BYTES = {stage.bytes};  // "
             "mbarrier stages: A's and B's tiles of one K step, by TMA",
@@ -326,6 +368,18 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
             return [f"if (lane == 0) mbarrier_arrive(&{_bar(emitter, s.bar)});  // {s.reason}"]
         case Barrier(scope="cluster"):
             return [f"cluster_sync();  // {s.reason}"]
+        case Barrier(scope="consumers"):
+            return [f"named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // {s.reason}"]
+        case PartialStore() | PartialAdd():
+            return _partial(emitter, k, s)
+        case FlagSignal():
+            return [
+                f"if (threadIdx.x == 0) signal_flag(&flags[{emitter.expr(s.slot)}]);  // {s.reason}"
+            ]
+        case FlagWait():
+            return [
+                f"if (threadIdx.x == 0) wait_flag(&flags[{emitter.expr(s.slot)}]);  // {s.reason}"
+            ]
         case Wait():
             return [
                 f"mbarrier_wait(&{_bar(emitter, s.bar)}, {emitter.expr(s.parity)});  // {s.reason}"
@@ -417,3 +471,38 @@ def _tma_load(emitter, k: KernelIR, s: TmaLoad) -> list[str]:
         else:
             out.append(f"tma_load_2d(&{start}, &map_{operand.name}, {along}, {y}, &{bar});")
     return out
+
+
+def _partial(emitter, k: KernelIR, s: PartialStore | PartialAdd) -> list[str]:
+    """Every consumer thread's accumulators to (or plus) slot `s.slot` of the workspace, 4
+    values at a time, thread after thread (each warp's 16-byte accesses side by side); L2
+    only (`.cg`): the other block's SM reads or wrote them, and L1 is not coherent."""
+    acc = k.fragment_of("accumulator")
+    rows, cols = acc.count
+    quads = acc.rows * acc.cols // k.warp_width // 4  # each thread's values, by 4
+    at = f"partial[((i * {cols} + j) * {quads} + v) * CONSUMER_THREADS + threadIdx.x]"
+    value = [f"{acc.name}[i][j][4 * v + {e}]" for e in range(4)]
+    if isinstance(s, PartialStore):
+        body = [f"__stcg(&{at}, make_float4({', '.join(value)}));"]
+    else:
+        body = [
+            f"const float4 sum = __ldcg(&{at});",
+            *(f"{x} += sum.{c};" for x, c in zip(value, "xyzw", strict=True)),
+        ]
+    const = "const " if isinstance(s, PartialAdd) else ""
+    return [
+        f"{{  // {s.reason}",
+        f"    {const}float4* partial = reinterpret_cast<{const}float4*>(workspace) + "
+        f"({emitter.expr(s.slot)}) * (PARTIAL_FLOATS / 4);",
+        "    #pragma unroll",
+        f"    for (int i = 0; i < {rows}; ++i) {{",
+        "        #pragma unroll",
+        f"        for (int j = 0; j < {cols}; ++j) {{",
+        "            #pragma unroll",
+        f"            for (int v = 0; v < {quads}; ++v) {{",
+        *("                " + x for x in body),
+        "            }",
+        "        }",
+        "    }",
+        "}",
+    ]

@@ -117,6 +117,10 @@ class Launch:
     tensor_maps: tuple[TensorMapSpec, ...] = ()
     persistent: bool = False  # min(multiprocessor count, tiles) blocks, each looping over tiles
     cluster_size: int = 1  # blocks per cluster along x (`cluster`: __cluster_dims__ fixes it)
+    # `persistent stream_k`: every multiprocessor's block (even with fewer tiles), and the
+    # `workspace` (PARTIAL_FLOATS f32 per block) and `flags` (one per block, zero) arguments
+    stream_k: bool = False
+    partial_floats: int = 0
     # when the launcher runs `edge` instead (tiledsl.lowering.edges.twin_condition)
     edge_when: str = "M, N or K is not a multiple of the block tile"
 
@@ -135,16 +139,20 @@ class Launch:
                 raise ValueError(
                     f"{self.kernel} is persistent: its grid needs the multiprocessor count (sms)"
                 )
-            # whole clusters: a cluster per `cluster_size` SMs (x is a multiple already)
-            x = min(sms // self.cluster_size * self.cluster_size, x)
+            # whole clusters: a cluster per `cluster_size` SMs (x is a multiple already);
+            # stream-K shares the tiles' K steps among all of them, however few the tiles
+            resident = sms // self.cluster_size * self.cluster_size
+            x = resident if self.stream_k else min(resident, x)
         return x, int(evaluate(self.batch, sizes)) if self.batch else 1
 
     def _persistent(self, tiles: str) -> dict:
+        sms = "multiprocessor count"
         if self.cluster_size == 1:
-            return {"grid_x": f"min(multiprocessor count, {tiles})"}
+            return {"grid_x": sms if self.stream_k else f"min({sms}, {tiles})"}
         c = self.cluster_size
+        whole = f"{sms} / {c} * {c}"
         return {
-            "grid_x": f"min(multiprocessor count / {c} * {c}, {tiles})",
+            "grid_x": whole if self.stream_k else f"min({whole}, {tiles})",
             # what the launcher takes when fewer clusters fit at once (tiledsl.gpu.runtime)
             "at_most": f"cuOccupancyMaxActiveClusters * {c}: the clusters the device keeps "
             "resident",
@@ -163,6 +171,18 @@ class Launch:
                 "z": 1,
             },
             **({"persistent": self._persistent(tiles)} if self.persistent else {}),
+            **(
+                {
+                    "stream_k": {
+                        "workspace": f"grid_x * {self.partial_floats} floats (f32, any "
+                        "contents): each block's partial sum of a tile it shares",
+                        "flags": "grid_x unsigned ints, zero before the first launch; each "
+                        "launch leaves them zero",
+                    }
+                }
+                if self.stream_k
+                else {}
+            ),
             **(
                 {"cluster": {"x": self.cluster_size, "y": 1, "z": 1}}
                 if self.cluster_size > 1
@@ -230,6 +250,8 @@ def launch_of(kernel: KernelIR) -> Launch:
         (g.b.name, f"const {C_TYPES[g.b.dtype]}*"),
         (g.c.name, f"{C_TYPES[g.c.dtype]}*"),
         *((op.name, f"const {C_TYPES[op.dtype]}*") for op in g.extras),
+        # persistent stream_k: the partial sums and the flags that hand them over
+        *((("workspace", "float*"), ("flags", "unsigned*")) if kernel.stream_k else ()),
         *((name, "int") for name in g.size_args),
     )
     return Launch(
@@ -244,5 +266,9 @@ def launch_of(kernel: KernelIR) -> Launch:
         maps,
         kernel.persistent,
         kernel.cluster_size,
-        twin_condition(kernel),
+        edge_when=twin_condition(kernel),
+        stream_k=kernel.stream_k,
+        partial_floats=kernel.schedule.block[0] * kernel.schedule.block[1]
+        if kernel.stream_k
+        else 0,
     )

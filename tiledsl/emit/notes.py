@@ -125,6 +125,15 @@ def _storing_c(k: KernelIR) -> str:
 def _persisting(k: KernelIR) -> str:
     if not k.persistent:
         return f"{LATER}: one block per tile"
+    if k.stream_k:
+        return (
+            "one block per SM (gridDim.x, read at launch); every block takes dp_rounds whole "
+            "tiles pid, pid + gridDim.x, ..., then, when a last round would fill at most "
+            "SK_MAX_FILL % of the grid, its equal share of the K steps of those tiles "
+            "(stream-K): a piece that starts inside a tile hands its partial sum to the "
+            "tile's owner through the workspace and a flag, and the owner adds them in block "
+            "order before it stores C"
+        )
     return (
         "one block per SM (gridDim.x, read at launch), each looping over tiles "
         "pid, pid + gridDim.x, ... in the swizzle's order; the producer runs into the next "

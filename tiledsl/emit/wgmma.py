@@ -125,6 +125,8 @@ class WgmmaLowering(PathLowering):
             out += [hopper.CLUSTER_HELPERS, ""]
         if any(hopper.stores_by_tma(k) for k in kernels):
             out += [hopper.STORE_HELPERS, ""]
+        if any(k.stream_k for k in kernels):
+            out += [hopper.STREAM_K_HELPERS, ""]
         for n, inputs in sorted({(k.schedule.mma[1], k.gemm.a.dtype) for k in kernels}):
             out += [
                 f"// wgmma m64n{n}k16, {inputs} inputs, f32 accumulators",

@@ -13,7 +13,7 @@ from ..errors import Collector
 from ..ir.paths import ptx_path
 from ..ir.schedule import Schedule
 from ..ir.targets import TARGETS, UNMODELLED, parse_target_name
-from ..limits import INT_MAX, MAX_STAGES
+from ..limits import INT_MAX, MAX_STAGES, MAX_SWIZZLE
 from . import syntax as S
 
 
@@ -213,7 +213,7 @@ def _read_swizzle(d, errs):
     kind = _word(d)
     if kind == "none":
         return {"swizzle": "none", "swizzle_param": 0}
-    v = _ints(d, 1, errs)
+    v = _ints(d, 1, errs, maximum=MAX_SWIZZLE)
     return {"swizzle": kind, "swizzle_param": v[0]} if v else {"swizzle": kind}
 
 
@@ -308,7 +308,7 @@ _READERS = {
         "warp_specialize": True,
         "pingpong": _word(d) == "pingpong",
     },
-    "persistent": lambda d, errs: {"persistent": True},
+    "persistent": lambda d, errs: {"persistent": True, "stream_k": _word(d) == "stream_k"},
     "cluster": _read_cluster,
     "sync": _simple("sync"),
     "load_order": _simple("load_order"),
@@ -322,6 +322,8 @@ _READERS = {
 _LIMITS = {
     "stages": f"a pipeline of more than {MAX_STAGES} stages never pays (each stage is a "
     "shared-memory slot, and the prologue is unrolled and analysed once per stage)",
+    "swizzle": f"a group or panel of more than {MAX_SWIZZLE} block tiles never pays (and "
+    "its products with the tile counts must fit the kernel's 32-bit int)",
 }
 
 _HINTS = {

@@ -9,7 +9,8 @@ refused here with the directive's location before anything is built:
 * `warp_specialize` only with `copy tma` (a producer that copies with cp.async is not
   built), and `persistent` only with them (`copy tma` alone is the TMA pipeline in which
   every warp computes and thread 0 issues the copies: tiledsl.passes.tma_copies);
-  `warp_specialize pingpong` only with `persistent`;
+  `warp_specialize pingpong` only with `persistent`, and not with `persistent stream_k`
+  (its teams take whole tiles);
 * `cluster CM x CN` only with them, at most 8 blocks (the portable cluster size), and
   tiles the cluster's blocks can split: each block loads 1/CM of B's tile and 1/CN of
   A's (whole 8-line swizzle atoms) and multicasts its part;
@@ -93,6 +94,13 @@ def _check_together(sched: Schedule, errs: Collector) -> None:
             "warp_specialize pingpong gives a block's tiles to its two consumer teams in "
             "turn, so a block needs a loop over tiles",
             "add `persistent`",
+        )
+    if sched.stream_k and sched.pingpong:
+        errs.add(
+            sched.loc("persistent"),
+            "persistent stream_k cuts tiles into shares of K steps, and warp_specialize "
+            "pingpong gives whole tiles to its teams in turn: the two do not combine",
+            "drop `stream_k`, or write `warp_specialize` (cooperative)",
         )
     if sched.stages < 2:
         errs.add(

@@ -52,12 +52,14 @@ GENERATED = frozenset(
     """ TensorMap shared_address mbarrier_init mbarrier_init_fence mbarrier_expect_tx
     mbarrier_arrive mbarrier_wait tma_load_2d setmaxnreg_dec setmaxnreg_inc tma_store_2d
     tma_store_commit tma_store_wait_read stmatrix_x4 pack_f16x2 pack_bf16x2 __nv_bfloat162
-    cluster_sync tma_load_2d_multicast mbarrier_arrive_remote
+    cluster_sync tma_load_2d_multicast mbarrier_arrive_remote signal_flag wait_flag
+    named_barrier __stcg __ldcg make_float4 float4
     __floats2bfloat162_rn __half2 __floats2half2_rn"""
     # the kernel's constants (its `NAME_schedule` namespace)
     """ BM BN BK MMA_M MMA_N MMA_K WARPS_M WARPS_N WARP_SIZE THREADS GROUP_M PANEL_N ALPHA
     BETA Cs CS_ROWS CS_COLS CS_PITCH STAGES STAGE_BYTES STORE_COLUMNS PRODUCER_REGISTERS
-    CONSUMER_REGISTERS TEAMS CLUSTER_M CLUSTER_N CLUSTER_SIZE"""
+    CONSUMER_REGISTERS TEAMS CLUSTER_M CLUSTER_N CLUSTER_SIZE SK_PARTS SK_MAX_FILL
+    CONSUMER_THREADS CONSUMERS_BARRIER PARTIAL_FLOATS"""
     # MUSA's host launcher calls the kernel beside this local
     """ blocks""".split()
 )
@@ -70,7 +72,8 @@ GENERATED_LOCALS = frozenset(
     group_m panel idx first_n row bm bn kt kk s it v r c e gr gc x a b acc p q d f g i j
     t n8 REGISTERS arrivals bar bytes done parity map y full empty step tiles tl src r0 r1 r2
     r3 lo hi pair sr sc h er ec team turn rank crow ccol ctiles_m ctiles_n cbm cbn row_mask
-    column_mask mask remote""".split()
+    column_mask mask remote workspace flags flag set threads k_steps last_wave sk_tiles dp_tiles
+    dp_rounds sk_steps workers sk_first sk_last u k_lo k_hi partial sum""".split()
 )
 
 #: Locals declared `extern` (the dynamic shared memory): they have linkage, so they may not

@@ -192,7 +192,9 @@ USAGE = {
     "or 'tma' alone (Hopper's tensor memory accelerator)",
     "warp_specialize": "warp_specialize takes nothing, `cooperative` (the default: the consumer "
     "warpgroups share each tile) or `pingpong` (two consumer teams on alternate tiles)",
-    "persistent": "persistent takes nothing: one block per SM, each looping over tiles",
+    "persistent": "persistent takes nothing (one block per SM, each looping over whole tiles) "
+    "or `stream_k` (a last round of tiles that would leave SMs idle cut along K into equal "
+    "shares)",
     "cluster": "a thread-block cluster is written CM x CN (blocks along M and N), "
     "e.g. cluster 2 x 1",
     "pad": "pad is written pad auto, pad none, pad xor, or pad A 8, B 8",

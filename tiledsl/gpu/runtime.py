@@ -303,6 +303,15 @@ def launcher(module, launch: Launch):
     maps = {spec.param: spec for spec in launch.tensor_maps}
     if maps:
         tensor_maps.driver()  # a missing cuda-bindings is reported before the first launch
+    # stream-K's partial sums and flags, for every block the grid can hold, made once: the
+    # flags start at zero and every launch leaves them so
+    scratch = {}
+    if launch.stream_k:
+        blocks = sms or 0
+        scratch = {
+            "workspace": cupy.empty(blocks * launch.partial_floats, cupy.float32),
+            "flags": cupy.zeros(blocks, cupy.uint32),
+        }
 
     def run(arrays: dict, sizes: dict[str, int]) -> None:
         args = []
@@ -310,6 +319,8 @@ def launcher(module, launch: Launch):
             if ctype == TENSOR_MAP_CTYPE:
                 spec = maps[name]
                 args.append(tensor_maps.encode(spec, arrays[spec.operand].data.ptr, sizes))
+            elif name in scratch:
+                args.append(scratch[name])
             else:
                 args.append(arrays[name] if ctype.endswith("*") else cupy.int32(sizes[name]))
         fn(

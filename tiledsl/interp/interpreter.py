@@ -69,6 +69,8 @@ from ..ir.nodes import (
     EpilogueFrag,
     ExpectTx,
     Fill,
+    FlagSignal,
+    FlagWait,
     For,
     GlobalTile,
     If,
@@ -79,6 +81,8 @@ from ..ir.nodes import (
     MmaCommit,
     MmaFence,
     MmaWait,
+    PartialAdd,
+    PartialStore,
     ProxyFence,
     Roles,
     SharedTile,
@@ -95,6 +99,7 @@ from ..ir.printer import stmt_text
 from .clocks import CONSUMER, PRODUCER, HappensBefore
 from .contracts import check_fragment_pointer, check_tma, check_vectors
 from .errors import DeadlockError, InterpreterError, RaceError
+from .fixups import FixUps
 from .mbarriers import MBarriers
 from .races import RaceLog
 from .roles import Blocked, Scheduler, Thread
@@ -133,6 +138,7 @@ class Stats:
     tma_stores: int = 0
     mbarrier_waits: int = 0
     schedules: int = 1  # interleavings run (each over the whole grid); the counts are one's
+    partial_sums: int = 0  # stream-K: partial sums handed to a tile's owner
     steps: int = 0  # scheduler steps: statements run and TMA copies landed
 
 
@@ -315,6 +321,7 @@ class _Interpreter:
         self.rng = rng
         self.blocks = blocks
         self.stats = Stats()
+        self.fixups = FixUps()  # stream-K's workspace and flags, the grid's
         self.warp_width = kernel.warp_width
         self.warps = kernel.warp_count
         self.threads = kernel.threads
@@ -346,7 +353,10 @@ class _Interpreter:
         blocks = tiles
         if self.kernel.persistent:
             default = -(-PERSISTENT_BLOCKS // size)
-            blocks = min(tiles, default) if self.blocks is None else self.blocks // size
+            if self.blocks is not None:
+                blocks = self.blocks // size
+            else:  # stream-K shares the tiles among every block, however few the tiles
+                blocks = default if self.kernel.stream_k else min(tiles, default)
             grid["blocks"] = blocks
         if blocks * size > INT32[1]:
             raise InterpreterError(
@@ -354,11 +364,17 @@ class _Interpreter:
             )
         # a persistent block finds its tiles in its loop over them; the others have one
         mapping = {} if self.kernel.persistent else block_tile(self.kernel)
-        for bz, pid in itertools.product(range(batches), range(blocks)):
+        # stream-K: the last block first, so that a tile's owner finds the partial sums of
+        # the blocks after it handed over (tiledsl.interp.fixups)
+        order = range(blocks - 1, -1, -1) if self.kernel.stream_k else range(blocks)
+        for bz, pid in itertools.product(range(batches), order):
             if size > 1:
                 self._run_cluster(grid, mapping, bz, pid)
             else:
                 self._run_block(grid, mapping, bz, pid)
+        if self.kernel.stream_k:
+            self.fixups.check_end()
+            self.stats.partial_sums = self.fixups.handed_over
         return self.stats
 
     def _run_block(self, grid: dict, mapping: dict, bz: int, pid: int) -> None:
@@ -834,6 +850,10 @@ class _Interpreter:
                     self.stats.block_barriers += 1
                 else:
                     self.stats.cluster_barriers += 1
+            case Barrier(scope="consumers"):  # stream-K's hand-over (tiledsl.interp.fixups)
+                self._fix_up(ag, s)
+            case PartialStore() | PartialAdd() | FlagSignal() | FlagWait():
+                self._fix_up(ag, s)
             case Barrier():
                 ag.blk.races.warp_barrier(ag.env.get("warp", slice(None)))  # the agent's warps
                 self.stats.warp_barriers += 1
@@ -854,6 +874,29 @@ class _Interpreter:
                 self._roles(ag, s)
             case _:
                 raise InterpreterError(f"cannot interpret {type(s).__name__}")
+
+    def _fix_up(self, ag: _Agent, s) -> None:
+        """Stream-K's hand-over of a partial sum (tiledsl.interp.fixups): the consumers'."""
+        if ag.role != "consumer":
+            raise InterpreterError(
+                f"`{stmt_text(s)}` outside the consumer role: the hand-over is the consumer "
+                "threads' (their accumulators, their named barrier)"
+            )
+        who = f"{ag.blk.label}{ag.who}"
+        if isinstance(s, Barrier):
+            self.fixups.barrier(ag)
+            return
+        slot = checked_int(s.slot, ag.env, "a workspace slot")
+        acc = self.kernel.fragment_of("accumulator").name
+        match s:
+            case PartialStore():
+                self.fixups.store(ag, slot, {acc: ag.frags[acc]}, who)
+            case PartialAdd():
+                self.fixups.add(ag, slot, {acc: ag.frags[acc]}, who)
+            case FlagSignal():
+                self.fixups.signal(ag, slot, who)
+            case FlagWait():
+                self.fixups.wait(ag, slot, who)
 
     def _loop(self, ag: _Agent, s: For):
         start, stop = int(evaluate(s.start, ag.env)), int(evaluate(s.stop, ag.env))

@@ -115,6 +115,16 @@ def minimum(a: Expr | int, b: Expr | int) -> Expr:
     return BinOp("min", a, b)
 
 
+def maximum(a: Expr | int, b: Expr | int) -> Expr:
+    a, b = lift(a), lift(b)
+    ca, cb = _const(a), _const(b)
+    if ca is not None and cb is not None:
+        return Const(max(ca, cb))
+    if a == b:
+        return a
+    return BinOp("max", a, b)
+
+
 def mul(a: Expr, b: Expr) -> Expr:
     ca, cb = _const(a), _const(b)
     if ca is not None and cb is not None:
@@ -183,8 +193,8 @@ def to_c(e: Expr, parent: int = 0, named: bool = True) -> str:
     if isinstance(e, Var):
         return e.name
     assert isinstance(e, BinOp)
-    if e.op == "min":
-        return f"min({to_c(e.lhs, 0, named)}, {to_c(e.rhs, 0, named)})"
+    if e.op in ("min", "max"):
+        return f"{e.op}({to_c(e.lhs, 0, named)}, {to_c(e.rhs, 0, named)})"
     prec = _PRECEDENCE[e.op]
     # Left-associative: the right operand of a same-precedence op needs brackets
     # unless the op is associative with it (+ after +, * after *).
@@ -247,6 +257,8 @@ def _evaluate(e: Expr, env: dict[str, Any], int32: bool) -> Any:
         return a // b
     if e.op == "min":
         return min(a, b) if isinstance(a, int) and isinstance(b, int) else np.minimum(a, b)
+    if e.op == "max":
+        return max(a, b) if isinstance(a, int) and isinstance(b, int) else np.maximum(a, b)
     if e.op == "^":
         return a ^ b
     return a % b

@@ -13,11 +13,23 @@ the launcher (the grid size), so all three visit the same tiles in one order.
     zigzag W    the grid is cut along N into panels of W block-columns (the last one may be
                 narrower); blocks walk a panel row by row, and odd panels walk M in reverse
                 (the S4000 write-up's N_SWIZZLE order)
+
+A persistent block (`persistent`) takes tiles pid, pid + blocks, ... of that order. With
+`persistent stream_k` (`stream_k_split`) the tiles of a last round that would leave many
+SMs idle (`last_wave`, when it fills at most SK_MAX_FILL percent of the grid) are cut
+along K: their K steps, counted tile after tile, are split into `workers` equal shares,
+block pid's being steps [sk_first, sk_last), after its whole tiles (`dp_rounds`, the same
+for every block then). A share is at least 1/SK_PARTS of a tile's steps, so that a tile is
+cut into a few pieces, not into one per block. The piece of a tile that holds its first K
+step belongs to the tile's owner, the lowest block that works on it; the blocks after it
+(`contributors`) each start their share inside it, add their steps into a partial sum and
+hand it to the owner, which adds them in block order: one order of additions for a given
+grid, so the same bits on every run.
 """
 
 from __future__ import annotations
 
-from .expr import Const, Expr, Var, ceil_div, minimum, substitute
+from .expr import Const, Expr, Var, ceil_div, maximum, minimum, substitute
 from .nodes import KernelIR
 
 PID, TILES_M, TILES_N = Var("pid"), Var("tiles_m"), Var("tiles_n")
@@ -138,3 +150,64 @@ def raster_steps(kind: str, param: int) -> dict[str, Expr]:
             "bn": first_n + idx % width,
         }
     return {"bm": PID // TILES_N, "bn": PID % TILES_N}
+
+
+#: A stream-K share is at least 1/SK_PARTS of a tile's K steps (or one step).
+SK_PARTS = 4
+#: Stream-K takes the last round's tiles only when they would fill at most SK_MAX_FILL
+#: percent of the grid; a fuller last round runs as a round of whole tiles. Measured on
+#: the H200 (bench/results/stream-k-unbounded-h200-2026-12-02.json, docs/performance.md):
+#: with the last round 76-94 % full, the partial sums' traffic and the blocks' K steps out
+#: of step with each other (L2 serves fewer of their loads) cost more than the idle SMs
+#: (down to 0.67x at 2048 x 4096 x 11008), and at 27-70 % full stream-K wins 1-3 %.
+SK_MAX_FILL = 75
+U = Var("u")  # a block's stream-K tiles: u-th of the tiles left after the whole rounds
+
+
+def stream_k_split(steps: Expr) -> dict[str, Expr]:
+    """Named steps from the block's `pid`, the grid's `blocks`, the `tiles` and the K steps
+    of a tile (`steps`, the name k_steps) to its whole tiles (`dp_rounds` of the first
+    `dp_tiles`) and its stream-K share [sk_first, sk_last) of the K steps of the
+    `sk_tiles` after them, each over the names before it."""
+    tiles, blocks, k_steps = Var("tiles"), Var("blocks"), Var("k_steps")
+    last_wave, sk_tiles, dp_tiles = Var("last_wave"), Var("sk_tiles"), Var("dp_tiles")
+    sk_steps, workers = Var("sk_steps"), Var("workers")
+    share = maximum(k_steps // Const(SK_PARTS, "SK_PARTS"), 1)
+    fill = Const(100) * last_wave // (Const(SK_MAX_FILL, "SK_MAX_FILL") * blocks + 1)
+    return {
+        "k_steps": steps,
+        "last_wave": tiles - tiles // blocks * blocks,  # the tiles of a last, partial round
+        "sk_tiles": last_wave * maximum(Const(1) - fill, 0),  # 0 when that round is full
+        "dp_tiles": tiles - sk_tiles,
+        "dp_rounds": (dp_tiles - PID + blocks - 1) // blocks,  # this block's whole tiles
+        "sk_steps": sk_tiles * k_steps,  # the K steps of the tiles left
+        "workers": minimum(blocks, sk_steps // share),  # blocks with a share
+        "sk_first": minimum(PID, workers) * sk_steps // maximum(workers, 1),
+        "sk_last": minimum(PID + 1, workers) * sk_steps // maximum(workers, 1),
+    }
+
+
+def stream_k_piece() -> dict[str, Expr]:
+    """Stream-K tile `u` of a block's share: the tile's index in the raster order, and the
+    block's K steps of it [k_lo, k_hi)."""
+    k_steps, first, last = Var("k_steps"), Var("sk_first"), Var("sk_last")
+    return {
+        "tile": Var("dp_tiles") + U,
+        "k_lo": maximum(first - U * k_steps, 0),
+        "k_hi": minimum(last - U * k_steps, k_steps),
+    }
+
+
+def stream_k_tiles() -> tuple[Expr, Expr]:
+    """The range of `u`: the tiles the block's share [sk_first, sk_last) touches."""
+    k_steps = Var("k_steps")
+    return Var("sk_first") // k_steps, (Var("sk_last") + k_steps - 1) // k_steps
+
+
+def contributors_end() -> Expr:
+    """One past the last block whose share reaches into tile u (the owner's contributors
+    are the blocks pid + 1 up to it): the block holding the tile's last K step,
+    (u + 1) * k_steps - 1, is the largest c with c * sk_steps / workers below (u + 1) *
+    k_steps."""
+    k_steps = Var("k_steps")
+    return ((U + 1) * k_steps * Var("workers") - 1) // Var("sk_steps") + 1

@@ -30,6 +30,11 @@
                                                     their shared tiles
               | EpilogueFrag(frag, tile, epilogue)  the epilogue on an accumulator in its
                                                     registers, for the C elements of `tile`
+              | PartialStore(slot) | PartialAdd(slot)
+                                                    stream-K: the accumulators into, or plus,
+                                                    slot `slot` of the global workspace
+              | FlagSignal(slot) | FlagWait(slot)   stream-K: one consumer thread releases, or
+                                                    acquires (and clears), flags[slot]
     Tile      = GlobalTile(operand, origin (r, c), offset (r, c), rows, cols)
               | SharedTile(buffer, slot, offset (r, c), rows, cols)
     FragRef   = fragment name [i][j]     (i, j: constants or unrolled loop variables)
@@ -60,8 +65,10 @@ from .targets import Target
 if TYPE_CHECKING:
     from .epilogue import Epilogue
 
-# __syncthreads, the IR warp's own barrier, or every thread of every block of the cluster
-BarrierScope = Literal["block", "warp", "cluster"]
+# __syncthreads, the IR warp's own barrier, every thread of every block of the cluster, or
+# (stream-K's fix-up) every consumer warpgroup of the block, a named barrier without the
+# producer
+BarrierScope = Literal["block", "warp", "cluster", "consumers"]
 # A TMA load's destinations in a thread-block cluster: the issuing block alone, or every
 # block of its cluster row (same bm: they share A's tile) or cluster column (same bn: B's)
 Multicast = Literal["", "row", "column"]
@@ -447,6 +454,44 @@ class Wait:
 
 
 @dataclass(frozen=True)
+class PartialStore:
+    """Stream-K: every consumer thread writes its accumulators, as they are in its
+    registers, to slot `slot` of the global workspace (f32; the same thread of the owner
+    block reads them back, so no layout but the registers' own is needed)."""
+
+    slot: Expr
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class PartialAdd:
+    """Stream-K: every consumer thread adds slot `slot` of the workspace to its accumulators."""
+
+    slot: Expr
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class FlagSignal:
+    """Stream-K: the first consumer thread sets flags[slot] (a release at GPU scope): what
+    the consumers wrote before their last `consumers` barrier is visible to the block
+    that acquires it."""
+
+    slot: Expr
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class FlagWait:
+    """Stream-K: the first consumer thread waits until flags[slot] is set (an acquire at GPU
+    scope) and clears it for the next launch; a `consumers` barrier after it orders the
+    other threads' reads."""
+
+    slot: Expr
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class Let:
     """A block-uniform name for a value: `const int var = value;`."""
 
@@ -502,6 +547,10 @@ Stmt = (
     | TmaStoreWait
     | ProxyFence
     | EpilogueFrag
+    | PartialStore
+    | PartialAdd
+    | FlagSignal
+    | FlagWait
 )
 
 
@@ -523,6 +572,7 @@ class KernelIR:
     producer_warps: int = 0  # warpgroups beside the IR warps (warp specialization's producer)
     teams: int = 1  # copies of the IR warps, each on a tile of its own (`warp_specialize pingpong`)
     persistent: bool = False  # gridDim.x blocks (the SM count), each looping over tiles
+    stream_k: bool = False  # `persistent stream_k`: the last wave's tiles cut along K
     cluster: tuple[int, int] = (1, 1)  # blocks per thread-block cluster along M, N (`cluster`)
     # The guarded twin for sizes that are not multiples of the block tile (tiledsl.lowering.edges);
     # this kernel, unguarded, is the fast path for sizes that are.

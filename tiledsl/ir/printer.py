@@ -24,6 +24,8 @@ from .nodes import (
     EpilogueFrag,
     ExpectTx,
     Fill,
+    FlagSignal,
+    FlagWait,
     For,
     GlobalTile,
     If,
@@ -34,6 +36,8 @@ from .nodes import (
     MmaCommit,
     MmaFence,
     MmaWait,
+    PartialAdd,
+    PartialStore,
     ProxyFence,
     Roles,
     SharedTile,
@@ -66,7 +70,12 @@ def print_ir(kernel: KernelIR) -> str:
         )
         + ")",
     ]
-    if kernel.persistent:
+    if kernel.stream_k:
+        lines.append(
+            "  persist  gridDim.x blocks (the SM count): whole tiles, then equal shares of "
+            "the K steps of the tiles left (stream-K), fixed up through a workspace"
+        )
+    elif kernel.persistent:
         lines.append("  persist  gridDim.x blocks (the SM count), each looping over tiles")
     if kernel.cluster_size > 1:
         cm, cn = kernel.cluster
@@ -178,6 +187,14 @@ def stmt_text(stmt) -> str:
             return f"mbarrier.arrive {stmt.bar}{where}" + _note(stmt.reason)
         case Wait():
             return f"mbarrier.wait {stmt.bar} parity {_e(stmt.parity)}" + _note(stmt.reason)
+        case PartialStore():
+            return f"partial.store workspace[{_e(stmt.slot)}] <- acc" + _note(stmt.reason)
+        case PartialAdd():
+            return f"partial.add acc += workspace[{_e(stmt.slot)}]" + _note(stmt.reason)
+        case FlagSignal():
+            return f"flag.signal flags[{_e(stmt.slot)}]" + _note(stmt.reason)
+        case FlagWait():
+            return f"flag.wait flags[{_e(stmt.slot)}]" + _note(stmt.reason)
     raise TypeError(f"no text for {type(stmt).__name__}")
 
 

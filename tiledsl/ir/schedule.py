@@ -44,6 +44,10 @@ class Schedule:
     # while the other computes; `cooperative` (the default): one team shares every tile
     pingpong: bool = False
     persistent: bool = False
+    # `persistent stream_k`: the tiles a last, partial wave would leave to some blocks are
+    # cut along K into equal shares for every block; a tile's first share (its owner) adds
+    # the others' partial sums in order (tiledsl.ir.grid.stream_k_steps)
+    stream_k: bool = False
     # `cluster CM x CN`: thread-block clusters of CM blocks along M by CN along N; the
     # tiles the blocks of a cluster share (A along a cluster row, B along a column) are
     # fetched once, each block loading a part and the TMA unit multicasting it to all

@@ -220,6 +220,8 @@ def interval(e: Expr, bounds: dict[str, tuple[int, int]]) -> tuple[int, int]:
         return a - d, b - c
     if e.op == "min":
         return min(a, c), min(b, d)
+    if e.op == "max":
+        return max(a, c), max(b, d)
     if e.op == "*":
         products = (a * c, a * d, b * c, b * d)
         return min(products), max(products)

@@ -69,6 +69,22 @@ cluster barrier after the roles keeps a block from exiting while the others stil
 on its barriers; a cluster tile past C's edge runs its pipeline (zero-filled loads) and
 stores nothing from its registers (the TMA store clips it anyway).
 
+With `persistent stream_k` (tiledsl.ir.grid.stream_k_split) each role's loop over whole
+tiles runs `dp_rounds` times, and a second loop follows over the block's stream-K pieces:
+tile u of its share, K steps [k_lo, k_hi), the step count carrying on from the whole tiles
+(`_sk_step`). A consumer's piece ends in the fix-up (`_fix_up`):
+
+    if 0 < k_lo:                               the piece starts inside its tile
+      partial.store workspace[me] <- acc       every consumer thread, its registers
+      barrier.consumers                        ... all written before
+      flag.signal flags[me]                    the first thread's release
+    else:                                      the tile's owner
+      for c in [pid + 1, contributors_end):    the blocks after it in the tile, in order
+        flag.wait flags[c]                     the first thread's acquire (and clear)
+        barrier.consumers                      ... before every thread's reads
+        partial.add acc += workspace[c]
+      store C
+
 The kernel the pass returns has been proven (tiledsl.models.mbarrier_hazards): its
 handoffs order every shared-memory access under every interleaving of the roles, and no
 wait can deadlock. Each handoff statement's decision — the race or deadlock it prevents —
@@ -83,7 +99,22 @@ from typing import cast
 
 from ..ir.dtypes import DTypeName
 from ..ir.expr import Const, Expr, Var, substitute
-from ..ir.grid import CCOL, CROW, CTILES_M, CTILES_N, PID, TILES_M, TILES_N, tile_steps
+from ..ir.grid import (
+    CCOL,
+    CROW,
+    CTILES_M,
+    CTILES_N,
+    PID,
+    RANK,
+    TILES_M,
+    TILES_N,
+    U,
+    contributors_end,
+    stream_k_piece,
+    stream_k_split,
+    stream_k_tiles,
+    tile_steps,
+)
 from ..ir.nodes import (
     DTYPE_BYTES,
     K_BLOCKS,
@@ -94,6 +125,8 @@ from ..ir.nodes import (
     BarrierRef,
     Copy,
     ExpectTx,
+    FlagSignal,
+    FlagWait,
     For,
     FragRef,
     GlobalTile,
@@ -105,6 +138,8 @@ from ..ir.nodes import (
     MmaFence,
     MmaWait,
     Multicast,
+    PartialAdd,
+    PartialStore,
     ProxyFence,
     Role,
     Roles,
@@ -150,11 +185,18 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
     staging: tuple[SharedBuffer, ...] = ()
     if s.epilogue_via == "tma":
         staging = (_staging_buffer(kernel),)
-        consumer_tile = _tma_epilogue(kernel, consumer_tile)
     if s.persistent:
         producer_tile = _tile_loop(kernel, producer_tile)
         # pingpong: team t takes the block's tiles t, t + TEAMS, ...; the producer all
         consumer_tile = _tile_loop(kernel, consumer_tile, s.teams)
+    if s.stream_k:
+        # after the whole rounds, the block's share of the K steps of the tiles left
+        piece = replace(k_loop, start=Var("k_lo"), stop=Var("k_hi"))
+        sk_step = Let("step", _sk_step(Var(k_loop.var)))
+        producer_tile += _stream_k_loop(
+            kernel, _producer(kernel, piece, sk_step, loads, stage_bytes)
+        )
+        consumer_tile += _stream_k_loop(kernel, _consumer(kernel, piece, sk_step, position))
     if staging:
         drain = TmaStoreWait("the TMA stores have read Cs before the block exits")
         consumer_tile = (*consumer_tile, drain)
@@ -166,6 +208,8 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
     )
     tiles_var = CTILES_M * CTILES_N if kernel.cluster_size > 1 else TILES_M * TILES_N
     head: tuple[Stmt, ...] = (Let("tiles", tiles_var),) if s.persistent else ()
+    if s.stream_k:
+        head += tuple(Let(name, e) for name, e in stream_k_split(k_loop.stop).items())
     # in a cluster, the other blocks arrive on this block's barriers and multicast into its
     # shared memory until their last release: no block exits before all are done
     tail: tuple[Stmt, ...] = (
@@ -188,6 +232,7 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
         producer_warps=1,
         teams=s.teams,
         persistent=s.persistent,
+        stream_k=s.stream_k,
     )
     # The pipeline's block barriers are gone: the handoffs order the roles' accesses, and
     # the proof says so (or refuses the kernel), with what each handoff statement prevents.
@@ -247,7 +292,9 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
     stages, steps = Const(s.stages, "STAGES"), k_loop.stop
     slot = Q % stages
     fills = tuple(st for st in kernel.body[:position] if not _copies(st))
-    stores = tuple(st for st in kernel.body[position + 1 :] if not isinstance(st, MmaWait))
+    stores: tuple[Stmt, ...] = tuple(
+        st for st in kernel.body[position + 1 :] if not isinstance(st, MmaWait)
+    )
     compute = tuple(
         map_body((st,), lambda x: _read_slot(x, slot))[0]
         for st in k_loop.body
@@ -261,7 +308,7 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
         *compute,
         MmaWait(1),
         If(
-            Const(0),
+            k_loop.start,
             "<",
             Var(k_loop.var),
             (
@@ -274,18 +321,27 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
         ),
     )
     # the last step's release: only a persistent block's next tile reuses the slot
-    last = BarrierRef("empty", (TL * steps + steps - 1) % stages)
+    piece = isinstance(k_loop.start, Var)  # a stream-K piece: steps [k_lo, k_hi) of a tile
+    last_step = _sk_step(k_loop.stop - 1) if piece else TL * steps + steps - 1
     release = If(
-        Const(0),
+        k_loop.start,
         "<",
-        steps,
-        (Arrive(last, "the last step's wgmmas have retired", sharers=clustered),),
+        k_loop.stop,
+        (
+            Arrive(
+                BarrierRef("empty", last_step % stages),
+                "the last step's wgmmas have retired",
+                sharers=clustered,
+            ),
+        ),
     )
     turn, handoff = _turns(kernel)
     if clustered:
         # a cluster tile may reach past C (tiles_m not a multiple of CLUSTER_M): its blocks
         # there run the pipeline with their sharers (zero-filled loads) and store nothing
         stores = (If(Var("bm"), "<", TILES_M, (If(Var("bn"), "<", TILES_N, stores),)),)
+    if s.epilogue_via == "tma":
+        stores = _tma_epilogue(kernel, stores)
     return (
         *fills,
         *turn,
@@ -293,7 +349,69 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
         *handoff,  # every lane has passed its waits; its last wgmmas may still run
         MmaWait(0),
         *((release,) if s.persistent else ()),
-        *stores,  # with an epilogue, its EpilogueFrags (from lowering) come first
+        # with an epilogue, its EpilogueFrags (from lowering) come first; a stream-K piece
+        # adds the partial sums of the tile's other pieces first, or hands its own over
+        *(_fix_up(kernel, stores) if piece else stores),
+    )
+
+
+def _sk_step(kt: Expr) -> Expr:
+    """A stream-K piece's K step `kt` as the block's running step count: after its whole
+    rounds' steps, the steps of its share before this one."""
+    k_steps = Var("k_steps")
+    return Var("dp_rounds") * k_steps + U * k_steps + kt - Var("sk_first")
+
+
+def _slot(block: Expr, kernel: KernelIR) -> Expr:
+    """The workspace slot and flag of a block: its index in the grid (`block` is the
+    cluster's, in clusters, the same rank in every cluster pairing up)."""
+    size = kernel.cluster_size
+    return block * Const(size, "CLUSTER_SIZE") + RANK if size > 1 else block
+
+
+def _fix_up(kernel: KernelIR, stores: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """The end of a stream-K piece (module text): a piece that starts inside its tile hands
+    its partial sum to the tile's owner; the owner's piece (k_lo = 0) adds the partial sums
+    of the blocks after it that reach into the tile, in block order, then stores C."""
+    mine, theirs = _slot(PID, kernel), _slot(Var("c"), kernel)
+    hand_over = (
+        PartialStore(mine, "this piece's partial sum, for the tile's owner"),
+        Barrier("consumers", "every consumer thread's partial sum is written before the flag"),
+        FlagSignal(mine, "the partial sum is in the workspace (release)"),
+    )
+    gather = For(
+        "c",
+        PID + 1,
+        contributors_end(),
+        1,
+        (
+            FlagWait(theirs, "block c's partial sum of this tile is in the workspace (acquire)"),
+            Barrier("consumers", "the first thread's acquire, before every thread's reads"),
+            PartialAdd(theirs, "block c's partial sum, in block order"),
+        ),
+        comment="the blocks after this one whose shares reach into the tile, in order",
+    )
+    return (If(Const(0), "<", Var("k_lo"), hand_over, (gather, *stores)),)
+
+
+def _stream_k_loop(kernel: KernelIR, piece: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """A block's stream-K tiles (tiledsl.ir.grid.stream_k_split): tile u of its share, the
+    tile's raster place and the block's K steps of it, then `piece` on them."""
+    mapping = tuple(Let(name, e) for name, e in stream_k_piece().items())
+    tiles = tuple(
+        Let(name, substitute(e, {PID.name: TILE})) for name, e in tile_steps(kernel).items()
+    )
+    start, stop = stream_k_tiles()
+    return (
+        For(
+            U.name,
+            start,
+            stop,
+            1,
+            (*mapping, *tiles, *piece),
+            comment="this block's share of the K steps of the tiles left (stream-K)",
+            role=TILES,
+        ),
     )
 
 
@@ -442,7 +560,10 @@ def _tile_loop(kernel: KernelIR, body: tuple[Stmt, ...], teams: int = 1) -> tupl
     mapping = tuple(
         Let(name, substitute(e, {PID.name: TILE})) for name, e in tile_steps(kernel).items()
     )
-    count: Expr = (TILES_VAR - PID + BLOCKS - 1) // BLOCKS
+    # stream-K: the whole tiles before the shares (tiledsl.ir.grid.stream_k_split)
+    count: Expr = (
+        Var("dp_rounds") if kernel.schedule.stream_k else (TILES_VAR - PID + BLOCKS - 1) // BLOCKS
+    )
     return (
         For(
             TL.name,
@@ -454,6 +575,9 @@ def _tile_loop(kernel: KernelIR, body: tuple[Stmt, ...], teams: int = 1) -> tupl
                 "this team's tiles: every other one of the block's pid, pid + blocks, ... "
                 "(pingpong)"
                 if teams > 1
+                else "this block's whole tiles: pid, pid + blocks, ..., dp_rounds of them "
+                "(the first dp_tiles; stream-K shares the rest)"
+                if kernel.schedule.stream_k
                 else "this block's tiles: pid, pid + blocks, ... (persistent)"
             ),
             role=TILES,

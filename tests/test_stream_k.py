@@ -1,0 +1,340 @@
+"""`persistent stream_k`: every block takes the same whole rounds of tiles, then an equal
+share of the K steps of the tiles left; a piece that starts inside a tile hands its partial
+sum to the tile's owner through a workspace and a flag, and the owner adds them in block
+order before it stores C.
+
+Checked here: the split covers every K step of the tiles left exactly once, with a piece
+per block at most that starts inside a tile, and the owner's contributors are exactly the
+blocks after it in that tile; the interpreter runs stream-K kernels exactly (clusters, the
+TMA-store epilogue, fewer tiles than blocks, partial tiles), under several interleavings,
+to the same bits; every statement of the hand-over removed comes back as a race, a
+deadlock or a lost partial sum; the handoff proof covers the stream-K pieces and keeps
+every mbarrier handoff; the emitted code, the launch and the refusals."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from pathlib import Path
+
+import pytest
+from helpers import cli, interpret_exact
+
+from tiledsl.driver import compile_file, compile_source
+from tiledsl.emit.launch import launch_of
+from tiledsl.interp.errors import DeadlockError, InterpreterError, RaceError
+from tiledsl.ir.expr import Var, evaluate
+from tiledsl.ir.grid import (
+    SK_MAX_FILL,
+    SK_PARTS,
+    contributors_end,
+    stream_k_piece,
+    stream_k_split,
+    stream_k_tiles,
+)
+from tiledsl.ir.nodes import (
+    HANDOFFS,
+    Barrier,
+    FlagSignal,
+    FlagWait,
+    KernelIR,
+    PartialAdd,
+    PartialStore,
+    map_body,
+    walk,
+)
+from tiledsl.models.mbarrier_hazards import HandoffProblem, prove
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "hopper" / "stream_k.tile"
+TEXT = EXAMPLE.read_text()
+
+# one consumer warpgroup on 64 x 128 tiles, C stored from its registers: quick to interpret
+SMALL = """\
+kernel small_stream_k {
+    A: f16[M, K] row
+    B: f16[K, N] row
+    C: f16[M, N] row
+    C[m, n] = A[m, k] * B[k, n]
+
+    block   64 x 128 x 64
+    mma     m64n128k16
+    stages  2
+    copy    tma
+    warp_specialize
+    persistent stream_k
+    target  cuda sm_90
+}
+"""
+_KERNELS: dict[str, KernelIR] = {}
+
+
+def kernel(variant: str = "small") -> KernelIR:
+    if variant not in _KERNELS:
+        text = {
+            "small": SMALL,
+            "cluster": SMALL.replace("    target", "    cluster 2 x 1\n    target"),
+            "example": TEXT,
+        }[variant]
+        _KERNELS[variant] = compile_source(text, f"{variant}.tile").kernels[0]
+    return _KERNELS[variant]
+
+
+def without(k: KernelIR, target) -> KernelIR:
+    body = map_body(k.body, lambda s: () if s is target else s)
+    assert body != k.body
+    return dataclasses.replace(k, body=body)
+
+
+def split_env(tiles: int, blocks: int, pid: int, steps: int) -> dict:
+    env = {"tiles": tiles, "blocks": blocks, "pid": pid, "K_STEPS": steps}
+    for name, e in stream_k_split(Var("K_STEPS")).items():
+        env[name] = evaluate(e, env)
+    return env
+
+
+def pieces(tiles: int, blocks: int, steps: int) -> list[list[tuple[int, int, int]]]:
+    """Each block's stream-K pieces (tile, k_lo, k_hi), from the kernel's own expressions."""
+    out = []
+    for pid in range(blocks):
+        env = split_env(tiles, blocks, pid, steps)
+        start, stop = (evaluate(e, env) for e in stream_k_tiles())
+        mine = []
+        for u in range(start, stop):
+            at = {**env, "u": u}
+            piece = {name: evaluate(e, at) for name, e in stream_k_piece().items()}
+            mine.append((piece["tile"], piece["k_lo"], piece["k_hi"]))
+        out.append(mine)
+    return out
+
+
+# ---------------------------------------------------------------- the split
+
+
+@pytest.mark.parametrize(
+    "tiles, blocks, steps",
+    [
+        (t, b, s)
+        for t, b, s in itertools.product(
+            (1, 2, 3, 5, 7, 12, 256), (1, 2, 3, 5, 132), (1, 2, 3, 7, 64)
+        )
+        if t * s * b < 3_000_000
+    ],
+)
+def test_the_split_covers_every_step_of_the_tiles_left_once(tiles, blocks, steps) -> None:
+    shares = pieces(tiles, blocks, steps)
+    last_wave = tiles % blocks
+    # a last round fuller than SK_MAX_FILL percent runs as whole tiles
+    whole = tiles if 100 * last_wave > SK_MAX_FILL * blocks else tiles - last_wave
+    covered: dict[int, list[tuple[int, int, int]]] = {}
+    for pid, mine in enumerate(shares):
+        for tile, lo, hi in mine:
+            assert whole <= tile < tiles and 0 <= lo < hi <= steps
+            covered.setdefault(tile, []).append((lo, hi, pid))
+        # at most one piece per block starts inside its tile: its first
+        assert all(lo == 0 for _, lo, _ in mine[1:])
+        # a share is at least 1/SK_PARTS of a tile (or all there is)
+        total = sum(hi - lo for _, lo, hi in mine)
+        assert total == 0 or total >= min(max(steps // SK_PARTS, 1), (tiles - whole) * steps)
+    assert sorted(covered) == list(range(whole, tiles))
+    for tile, parts in covered.items():
+        parts.sort()
+        assert parts[0][0] == 0 and parts[-1][1] == steps  # from the first step to the last
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(parts))  # no gap, no overlap
+        owner = parts[0][2]
+        contributors = [pid for _, _, pid in parts[1:]]
+        assert contributors == list(range(owner + 1, owner + 1 + len(contributors)))
+        env = split_env(tiles, blocks, owner, steps)
+        env["u"] = tile - whole
+        assert evaluate(contributors_end(), env) == owner + 1 + len(contributors)
+    # the whole tiles: pid, pid + blocks, ... below `whole`, every one once
+    rounds = [evaluate(Var("dp_rounds"), split_env(tiles, blocks, p, steps)) for p in range(blocks)]
+    assert sum(rounds) == whole and max(rounds) - min(rounds) <= 1
+
+
+def test_fewer_tiles_than_blocks_are_shared_by_many() -> None:
+    """M = 128 of a 4096 x 4096 product in 128 x 256 tiles: 16 tiles on 132 SMs, 64 steps
+    each, in shares of 16 steps or more (the whole round is empty)."""
+    shares = pieces(16, 132, 64)
+    busy = [s for s in shares if s]
+    assert len(busy) == 64 and all(sum(hi - lo for _, lo, hi in s) == 16 for s in busy)
+
+
+# ---------------------------------------------------------------- exact
+
+
+@pytest.mark.parametrize("variant", ["small", "cluster"])
+@pytest.mark.parametrize(
+    "tiles, steps, blocks",
+    [
+        ((1, 1), 8, None),  # one tile, three blocks: three pieces, two partial sums
+        ((2, 2), 5, None),  # a whole round and a tile in three
+        ((3, 1), 6, 2),  # tiles along M only; the cluster's tile reaches past C
+        ((1, 3), 1, 4),  # one K step a tile: whole tiles only
+        ((2, 3), 7, 4),
+    ],
+)
+def test_stream_k_is_exact_under_several_interleavings(variant, tiles, steps, blocks) -> None:
+    k = kernel(variant)
+    bm, bn, bk = k.schedule.block
+    if blocks is not None and blocks % k.cluster_size:
+        blocks = k.cluster_size
+    seed = steps + tiles[0]
+    check, stats = interpret_exact(
+        k, tiles[0] * bm, tiles[1] * bn, steps * bk, seed, seed=seed, schedules=2, blocks=blocks
+    )
+    assert check.ok, check.detail
+    grid = blocks // k.cluster_size if blocks else -(-3 // k.cluster_size)  # the default
+    cm = k.cluster[0]
+    cluster_tiles = -(-tiles[0] // cm) * tiles[1]
+    expected = (
+        sum(len(mine) and mine[0][1] > 0 for mine in pieces(cluster_tiles, grid, steps))
+        * k.cluster_size
+    )
+    assert stats.partial_sums == expected
+
+
+def test_the_example_is_exact_at_partial_tiles_with_its_tma_stores() -> None:
+    k = kernel("example")
+    for m, n, kk in ((200, 328, 136), (128, 256, 1024)):
+        check, stats = interpret_exact(k, m, n, kk, seed=1, schedules=2, blocks=4)
+        assert check.ok, check.detail
+        assert stats.tma_stores > 0
+    assert stats.partial_sums > 0
+
+
+# ---------------------------------------------------------------- the hand-over
+
+
+def _fix_ups(k: KernelIR) -> list:
+    kinds = (PartialStore, PartialAdd, FlagSignal, FlagWait)
+    return [
+        s
+        for s in {id(s): s for s in walk(k.body)}.values()
+        if isinstance(s, kinds) or (isinstance(s, Barrier) and s.scope == "consumers")
+    ]
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_every_statement_of_the_hand_over_removed_is_caught(index) -> None:
+    """Without the partial store: the owner reads an empty slot; without a barrier: a
+    race between the first thread and the others; without the signal: a deadlock; without
+    the wait: a race; without the add: a partial sum left behind, and a flag left set."""
+    k = kernel("small")
+    statements = _fix_ups(k)
+    assert len(statements) == 6
+    broken = without(k, statements[index])
+    bm, bn, bk = k.schedule.block
+    expected = {
+        PartialStore: (InterpreterError, "holds no sum"),
+        FlagSignal: (DeadlockError, r"waits on flags\[1\], which no block sets"),
+        FlagWait: (RaceError, "without waiting on flags"),
+        PartialAdd: (InterpreterError, "is never added|ends with flags"),
+    }
+    s = statements[index]
+    if isinstance(s, Barrier):
+        error = (RaceError, "a `barrier.consumers` (between the partial store|after the flag)")
+    else:
+        error = expected[type(s)]
+    with pytest.raises(error[0], match=error[1]):
+        interpret_exact(broken, bm, bn, 8 * bk, seed=3, schedules=1)
+
+
+def test_the_hand_over_is_the_consumers_alone() -> None:
+    k = kernel("small")
+    flags = [s for s in walk(k.body) if isinstance(s, (FlagSignal, FlagWait))]
+    assert [type(s) for s in flags] == [FlagSignal, FlagWait]
+    roles = k.specialization
+    assert roles is not None
+    assert not any(isinstance(s, (FlagSignal, FlagWait)) for s in walk(roles.producer.body))
+
+
+# ---------------------------------------------------------------- the proof
+
+
+def test_the_proof_covers_the_pieces_and_keeps_every_handoff() -> None:
+    k = kernel("example")
+    prove(k)
+    assert all(d.kept for d in k.sync_report)
+    # the two loops' handoffs (whole rounds, stream-K pieces) and the fix-up's two barriers
+    fix_up = [d for d in k.sync_report if "stream-K's hand-over" in d.why]
+    assert len(fix_up) == 2
+
+
+@pytest.mark.parametrize("variant", ["small", "cluster"])
+def test_every_handoff_removed_is_caught(variant) -> None:
+    k = kernel(variant)
+    for s in {id(s): s for s in walk(k.body) if isinstance(s, HANDOFFS)}.values():
+        if isinstance(s, Barrier) and s.scope == "consumers":
+            continue  # global memory: the interpreter's (above)
+        with pytest.raises(HandoffProblem):
+            prove(without(k, s))
+
+
+# ---------------------------------------------------------------- code, launch, refusals
+
+
+def test_the_emitted_code_hands_partial_sums_over_in_block_order() -> None:
+    source = compile_file(EXAMPLE).source
+    for line in (
+        "float* __restrict__ workspace, unsigned* __restrict__ flags, int M, int N, int K)",
+        "const int dp_rounds = (dp_tiles - pid + blocks - 1) / blocks;",
+        "const int workers = min(blocks, sk_steps / max(k_steps / SK_PARTS, 1));",
+        "for (int tl = 0; tl < dp_rounds; ++tl) {",
+        "for (int u = sk_first / k_steps; u < (sk_last + k_steps - 1) / k_steps; ++u) {",
+        "for (int kt = k_lo; kt < k_hi; ++kt) {",
+        "const int step = dp_rounds * k_steps + u * k_steps + kt - sk_first;",
+        "if (threadIdx.x == 0) signal_flag(&flags[pid * CLUSTER_SIZE + rank]);",
+        "if (threadIdx.x == 0) wait_flag(&flags[c * CLUSTER_SIZE + rank]);",
+        "for (int c = pid + 1; c < ((u + 1) * k_steps * workers - 1) / sk_steps + 1; ++c) {",
+        "named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);",
+        "constexpr int PARTIAL_FLOATS = BM * BN;",
+        "ld.acquire.gpu.global.u32",
+    ):
+        assert line in source, line
+
+
+def test_the_launch_takes_every_sm_and_describes_the_workspace() -> None:
+    launch = launch_of(compile_file(EXAMPLE).kernels[0])
+    assert launch.stream_k and launch.partial_floats == 128 * 256
+    assert [a for a in launch.args if a[0] in ("workspace", "flags")] == [
+        ("workspace", "float*"),
+        ("flags", "unsigned*"),
+    ]
+    # however few the tiles: stream-K shares their K steps among every resident block
+    assert launch.grid_dims({"M": 128, "N": 256, "K": 4096}, sms=132) == (132, 1)
+    described = launch.to_json()
+    assert described["persistent"]["grid_x"] == "multiprocessor count / 2 * 2"
+    assert described["stream_k"]["flags"].startswith("grid_x unsigned ints, zero")
+
+
+def test_stream_k_and_pingpong_are_refused_together(tmp_path, capsys) -> None:
+    path = tmp_path / "s.tile"
+    text = ROOT.joinpath("examples", "hopper", "pingpong.tile").read_text()
+    path.write_text(text.replace("    persistent\n", "    persistent stream_k\n"))
+    r = cli(["compile", str(path)], capsys)
+    assert r.code == 1
+    line = next(i for i, x in enumerate(text.splitlines(), 1) if x.strip() == "persistent")
+    assert r.err.splitlines()[0] == (
+        f"{path}:{line}:5: error: persistent stream_k cuts tiles into shares of K steps, and "
+        "warp_specialize pingpong gives whole tiles to its teams in turn: the two do not combine"
+    ), r.err
+    assert not list(tmp_path.glob("s.cu*"))
+
+
+def test_persistent_takes_stream_k_or_nothing(tmp_path, capsys) -> None:
+    path = tmp_path / "s.tile"
+    path.write_text(TEXT.replace("persistent stream_k", "persistent streamk"))
+    r = cli(["compile", str(path)], capsys)
+    assert r.code == 1
+    assert "stream_k" in r.err and "Traceback" not in r.err, r.err
+
+
+def test_the_epilogue_runs_once_on_the_whole_sum() -> None:
+    """alpha, beta (C read), bias and relu on the owner's full sum, after the partial sums
+    are added: C = relu(0.5 * A B + 2 * C + D[n]) exactly, with a tile in three pieces."""
+    text = ROOT.joinpath("examples", "epilogue_hopper.tile").read_text()
+    k = compile_source(text.replace("    persistent\n", "    persistent stream_k\n"), "e.tile")
+    check, stats = interpret_exact(k.kernels[0], 128, 256, 1024, seed=2, schedules=1)
+    assert check.ok, check.detail
+    assert stats.partial_sums == 2

@@ -1,0 +1,127 @@
+"""Stream-K's hand-over of partial sums between blocks (`persistent stream_k`), as the
+interpreter runs it: the global workspace, the flags, and the order the GPU's memory
+model gives them.
+
+    fix = FixUps()
+    fix.store(agent, slot, frags)        # PartialStore: every consumer thread writes
+    fix.barrier(agent)                   # Barrier("consumers"): the consumer threads meet
+    fix.signal(agent, slot)              # FlagSignal: the first thread releases flags[slot]
+    fix.wait(agent, slot)                # FlagWait: the first thread acquires it, clears it
+    fix.add(agent, slot, frags)          # PartialAdd: every consumer thread reads it
+    fix.check_end()                      # after the grid: every flag clear, every sum read
+
+A consumer role runs all of its threads at once, so the order between its threads is
+modelled by what each statement leaves unordered: a partial sum written by every thread
+is ordered before the first thread's release only by a `consumers` barrier between
+them, and the first thread's acquire before the other threads' reads only by one after
+it. A read of a partial sum needs the acquire of its flag (happens-before through the
+release), which is the race check; a wait on a flag that no block sets is a deadlock.
+
+The blocks of a stream-K grid run from the last to the first: a tile's owner waits on the
+blocks after it, which have run by then. (On the GPU they run at once; a wait the blocks
+after it cannot satisfy is one no order satisfies, since a block's hand-over comes before
+its own waits.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import DeadlockError, InterpreterError, RaceError
+
+
+@dataclass
+class _Ordering:
+    """One consumer role's threads: what they did that the next step is not yet ordered
+    after."""
+
+    unordered_store: bool = False  # every thread wrote a partial sum since the last barrier
+    acquired: set[int] = field(default_factory=set)  # flags the first thread acquired
+    unordered_acquire: set[int] = field(default_factory=set)  # ... since the last barrier
+
+
+@dataclass
+class FixUps:
+    partials: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+    writers: dict[int, str] = field(default_factory=dict)  # who wrote each partial sum
+    flags: dict[int, int] = field(default_factory=dict)
+    orderings: dict[int, _Ordering] = field(default_factory=dict)  # by agent id
+    handed_over: int = 0  # partial sums read by an owner
+
+    def _of(self, agent) -> _Ordering:
+        return self.orderings.setdefault(id(agent), _Ordering())
+
+    def store(self, agent, slot: int, frags: dict[str, np.ndarray], who: str) -> None:
+        if slot in self.partials:
+            raise InterpreterError(
+                f"{who} writes workspace slot {slot}, which holds {self.writers[slot]}'s "
+                "partial sum that no owner has read yet"
+            )
+        self.partials[slot] = {name: f.copy() for name, f in frags.items()}
+        self.writers[slot] = who
+        self._of(agent).unordered_store = True
+
+    def barrier(self, agent) -> None:
+        ordering = self._of(agent)
+        ordering.unordered_store = False
+        ordering.unordered_acquire.clear()
+
+    def signal(self, agent, slot: int, who: str) -> None:
+        if self._of(agent).unordered_store:
+            raise RaceError(
+                f"{who}: the first consumer thread sets flags[{slot}] while the other "
+                "threads' partial sums may still be on their way to the workspace: a "
+                "`barrier.consumers` between the partial store and the flag is missing"
+            )
+        if self.flags.get(slot):
+            raise InterpreterError(f"{who} sets flags[{slot}], which is set already")
+        self.flags[slot] = 1
+
+    def wait(self, agent, slot: int, who: str) -> None:
+        if not self.flags.get(slot):
+            raise DeadlockError(
+                f"{who} waits on flags[{slot}], which no block sets (the blocks after it "
+                "have run): a hung kernel"
+            )
+        self.flags[slot] = 0  # cleared for the next launch
+        ordering = self._of(agent)
+        ordering.acquired.add(slot)
+        ordering.unordered_acquire.add(slot)
+
+    def add(self, agent, slot: int, frags: dict[str, np.ndarray], who: str) -> None:
+        ordering = self._of(agent)
+        if slot not in ordering.acquired:
+            raise RaceError(
+                f"{who} reads workspace slot {slot} without waiting on flags[{slot}]: "
+                "nothing orders the read after the other block's partial store"
+            )
+        if slot in ordering.unordered_acquire:
+            raise RaceError(
+                f"{who}: the consumer threads read workspace slot {slot} before the first "
+                f"thread's acquire of flags[{slot}] is ordered before them: a "
+                "`barrier.consumers` after the flag's wait is missing"
+            )
+        if slot not in self.partials:
+            raise InterpreterError(f"{who} reads workspace slot {slot}, which holds no sum")
+        for name, partial in self.partials.pop(slot).items():
+            frags[name] += partial
+        self.writers.pop(slot)
+        ordering.acquired.discard(slot)
+        self.handed_over += 1
+
+    def check_end(self) -> None:
+        """After the whole grid: the next launch finds every flag clear and no sum left."""
+        left = sorted(slot for slot, set_ in self.flags.items() if set_)
+        if left:
+            raise InterpreterError(
+                f"the kernel ends with flags[{left[0]}] set: the next launch's owner would "
+                "read a stale partial sum (no block waited on it)"
+            )
+        if self.partials:
+            slot = min(self.partials)
+            raise InterpreterError(
+                f"{self.writers[slot]}'s partial sum in workspace slot {slot} is never "
+                "added: its tile's C misses those K steps"
+            )
