@@ -286,7 +286,9 @@ def test_the_emitted_code_hands_partial_sums_over_in_block_order() -> None:
         "const int step = dp_rounds * k_steps + u * k_steps + kt - sk_first;",
         "if (threadIdx.x == 0) signal_flag(&flags[pid * CLUSTER_SIZE + rank]);",
         "if (threadIdx.x == 0) wait_flag(&flags[c * CLUSTER_SIZE + rank]);",
-        "for (int c = pid + 1; c < ((u + 1) * k_steps * workers - 1) / sk_steps + 1; ++c) {",
+        "for (int c = pid + 1; c < ((u + 1) * workers - 1) / sk_tiles + 1; ++c) {",
+        "const int sk_first = min(pid, workers) * sk_quotient + min(pid, workers) * sk_remainder "
+        "/ sk_blocks;",
         "named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);",
         "constexpr int PARTIAL_FLOATS = BM * BN;",
         "ld.acquire.gpu.global.u32",
@@ -338,3 +340,16 @@ def test_the_epilogue_runs_once_on_the_whole_sum() -> None:
     check, stats = interpret_exact(k.kernels[0], 128, 256, 1024, seed=2, schedules=1)
     assert check.ok, check.detail
     assert stats.partial_sums == 2
+
+
+def test_the_split_stays_in_32_bits_wherever_the_step_count_does() -> None:
+    """8 tiles left on 132 blocks, 2**24 K steps a tile: 2**27 K steps to share. The
+    kernel's ints hold every value of the split (b * sk_steps would not)."""
+    tiles, blocks, steps = 140, 132, 2**24
+    for pid in (0, 1, 65, 131):
+        env = {"tiles": tiles, "blocks": blocks, "pid": pid, "K_STEPS": steps}
+        for name, e in stream_k_split(Var("K_STEPS")).items():
+            env[name] = evaluate(e, env, int32=True)
+        env["u"] = env["sk_last"] // steps - (env["sk_last"] % steps == 0)
+        evaluate(contributors_end(), env, int32=True)
+    assert env["sk_last"] == 8 * steps

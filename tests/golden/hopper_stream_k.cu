@@ -235,7 +235,7 @@ static_assert((WARPS_M * WARPS_N + 1) * WARP_SIZE == THREADS, "the consumer warp
 // fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
 // copy tma (line 21): the TMA unit copies A's and B's tiles (cp.async.bulk.tensor.2d, one box per 128-byte panel, in the 128-byte swizzle), completing on the slot's mbarrier
 // warp_specialize (line 22): warpgroup 2 is the producer (one thread issues the TMA copies, setmaxnreg down), warpgroups 0-1 the consumers (the wgmmas, setmaxnreg up), handing slots over through mbarriers
-// persistent (line 23): one block per SM (gridDim.x, read at launch); every block takes dp_rounds whole tiles pid, pid + gridDim.x, ..., then its equal share of the K steps of the tiles left (stream-K): a piece that starts inside a tile hands its partial sum to the tile's owner through the workspace and a flag, and the owner adds them in block order before it stores C
+// persistent (line 23): one block per SM (gridDim.x, read at launch); every block takes dp_rounds whole tiles pid, pid + gridDim.x, ..., then, when a last round would fill at most SK_MAX_FILL % of the grid, its equal share of the K steps of those tiles (stream-K): a piece that starts inside a tile hands its partial sum to the tile's owner through the workspace and a flag, and the owner adds them in block order before it stores C
 // cluster 2 x 1 (line 24): clusters of 2 x 1 blocks on neighbouring tiles; B's tile by the 2 blocks along M (2 parts) shared: each block loads its part, which TMA multicasts into every sharer, and a slot is refilled once every sharer has released it
 // pad xor (default): no padding; the 128-byte swizzle wgmma's descriptors read: lines in 128-byte panels, chunk c of line l at chunk c ^ (l % 8)
 constexpr int AS_ROWS = 128, AS_PITCH = 64;  // block tile of A: 4 slot(s) of 128 x 64, row-major
@@ -315,8 +315,11 @@ hopper_stream_k(const __grid_constant__ TensorMap map_A, const __grid_constant__
     const int dp_rounds = (dp_tiles - pid + blocks - 1) / blocks;
     const int sk_steps = sk_tiles * k_steps;
     const int workers = min(blocks, sk_steps / max(k_steps / SK_PARTS, 1));
-    const int sk_first = min(pid, workers) * sk_steps / max(workers, 1);
-    const int sk_last = min(pid + 1, workers) * sk_steps / max(workers, 1);
+    const int sk_blocks = max(workers, 1);
+    const int sk_quotient = sk_steps / sk_blocks;
+    const int sk_remainder = sk_steps % sk_blocks;
+    const int sk_first = min(pid, workers) * sk_quotient + min(pid, workers) * sk_remainder / sk_blocks;
+    const int sk_last = min(pid + 1, workers) * sk_quotient + min(pid + 1, workers) * sk_remainder / sk_blocks;
     if (warp == WARPS_M * WARPS_N) {  // the producer warpgroup: one thread issues the TMA copies
         setmaxnreg_dec<PRODUCER_REGISTERS>();  // registers back to the consumers
         if (lane == 0) {
@@ -506,7 +509,7 @@ hopper_stream_k(const __grid_constant__ TensorMap map_A, const __grid_constant__
                 if (threadIdx.x == 0) signal_flag(&flags[pid * CLUSTER_SIZE + rank]);  // the partial sum is in the workspace (release)
             } else {
                 // the blocks after this one whose shares reach into the tile, in order
-                for (int c = pid + 1; c < ((u + 1) * k_steps * workers - 1) / sk_steps + 1; ++c) {
+                for (int c = pid + 1; c < ((u + 1) * workers - 1) / sk_tiles + 1; ++c) {
                     if (threadIdx.x == 0) wait_flag(&flags[c * CLUSTER_SIZE + rank]);  // block c's partial sum of this tile is in the workspace (acquire)
                     named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // the first thread's acquire, before every thread's reads
                     {  // block c's partial sum, in block order

@@ -73,7 +73,8 @@ GENERATED_LOCALS = frozenset(
     t n8 REGISTERS arrivals bar bytes done parity map y full empty step tiles tl src r0 r1 r2
     r3 lo hi pair sr sc h er ec team turn rank crow ccol ctiles_m ctiles_n cbm cbn row_mask
     column_mask mask remote workspace flags flag set threads k_steps last_wave sk_tiles dp_tiles
-    dp_rounds sk_steps workers sk_first sk_last u k_lo k_hi partial sum""".split()
+    dp_rounds sk_steps workers sk_first sk_last u k_lo k_hi partial sum sk_blocks sk_quotient
+    sk_remainder""".split()
 )
 
 #: Locals declared `extern` (the dynamic shared memory): they have linkage, so they may not

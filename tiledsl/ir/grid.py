@@ -168,12 +168,18 @@ def stream_k_split(steps: Expr) -> dict[str, Expr]:
     """Named steps from the block's `pid`, the grid's `blocks`, the `tiles` and the K steps
     of a tile (`steps`, the name k_steps) to its whole tiles (`dp_rounds` of the first
     `dp_tiles`) and its stream-K share [sk_first, sk_last) of the K steps of the
-    `sk_tiles` after them, each over the names before it."""
+    `sk_tiles` after them, each over the names before it.
+
+    Share b starts at floor(b * sk_steps / workers), computed as b * quotient +
+    b * remainder / workers: no product exceeds sk_steps (or workers²), so the kernel's
+    32-bit ints hold it wherever they hold a tile loop's step count."""
     tiles, blocks, k_steps = Var("tiles"), Var("blocks"), Var("k_steps")
     last_wave, sk_tiles, dp_tiles = Var("last_wave"), Var("sk_tiles"), Var("dp_tiles")
-    sk_steps, workers = Var("sk_steps"), Var("workers")
+    sk_steps, workers, sharers = Var("sk_steps"), Var("workers"), Var("sk_blocks")
+    quotient, remainder = Var("sk_quotient"), Var("sk_remainder")
     share = maximum(k_steps // Const(SK_PARTS, "SK_PARTS"), 1)
     fill = Const(100) * last_wave // (Const(SK_MAX_FILL, "SK_MAX_FILL") * blocks + 1)
+    before, through = minimum(PID, workers), minimum(PID + 1, workers)
     return {
         "k_steps": steps,
         "last_wave": tiles - tiles // blocks * blocks,  # the tiles of a last, partial round
@@ -182,8 +188,11 @@ def stream_k_split(steps: Expr) -> dict[str, Expr]:
         "dp_rounds": (dp_tiles - PID + blocks - 1) // blocks,  # this block's whole tiles
         "sk_steps": sk_tiles * k_steps,  # the K steps of the tiles left
         "workers": minimum(blocks, sk_steps // share),  # blocks with a share
-        "sk_first": minimum(PID, workers) * sk_steps // maximum(workers, 1),
-        "sk_last": minimum(PID + 1, workers) * sk_steps // maximum(workers, 1),
+        "sk_blocks": maximum(workers, 1),
+        "sk_quotient": sk_steps // sharers,
+        "sk_remainder": sk_steps % sharers,
+        "sk_first": before * quotient + before * remainder // sharers,
+        "sk_last": through * quotient + through * remainder // sharers,
     }
 
 
@@ -206,8 +215,7 @@ def stream_k_tiles() -> tuple[Expr, Expr]:
 
 def contributors_end() -> Expr:
     """One past the last block whose share reaches into tile u (the owner's contributors
-    are the blocks pid + 1 up to it): the block holding the tile's last K step,
-    (u + 1) * k_steps - 1, is the largest c with c * sk_steps / workers below (u + 1) *
-    k_steps."""
-    k_steps = Var("k_steps")
-    return ((U + 1) * k_steps * Var("workers") - 1) // Var("sk_steps") + 1
+    are the blocks pid + 1 up to it): the largest c whose share starts before the tile's
+    end, c * sk_steps / workers < (u + 1) * k_steps, which (sk_steps being sk_tiles *
+    k_steps) is c = ((u + 1) * workers - 1) / sk_tiles."""
+    return ((U + 1) * Var("workers") - 1) // Var("sk_tiles") + 1
