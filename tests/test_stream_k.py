@@ -353,3 +353,18 @@ def test_the_split_stays_in_32_bits_wherever_the_step_count_does() -> None:
         env["u"] = env["sk_last"] // steps - (env["sk_last"] % steps == 0)
         evaluate(contributors_end(), env, int32=True)
     assert env["sk_last"] == 8 * steps
+
+
+def test_the_roles_picture_shows_the_hand_over() -> None:
+    pytest.importorskip("graphviz")
+    from tiledsl.viz.handoffs import handoffs_graph
+
+    dot = handoffs_graph(kernel("example"), "stream_k.tile")
+    for text in (
+        "stream-K pieces: the tiles of a last round that fills at most 75 % of the grid",
+        "1. partial.store workspace[pid * CLUSTER_SIZE + rank] &lt;- acc",
+        "3. flag.signal flags[pid * CLUSTER_SIZE + rank]",
+        "1. flag.wait flags[c * CLUSTER_SIZE + rank]",
+        "3. partial.add acc += workspace[c * CLUSTER_SIZE + rank]",
+    ):
+        assert text in dot, text

@@ -8,7 +8,7 @@
               | LoadFrag(frag, src: Tile)           warp-collective
               | Mma(acc, a, b)                      warp-collective: acc += a * b
               | StoreFrag(dst: Tile, frag, cols)    warp-collective (cols: a column window)
-              | Barrier(scope: block|warp, reason)
+              | Barrier(scope: block|warp|cluster|consumers, reason)
               | If(lhs op rhs, then, orelse)         a block-uniform condition (op: < or ==)
               | AsyncCommit()                       close a group of async copies (cp.async)
               | AsyncWait(pending)                  wait until at most `pending` groups fly

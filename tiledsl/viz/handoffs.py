@@ -7,7 +7,8 @@ releases — with the slot and parity the IR's expressions give at that step. Ed
 the handoffs: from the copies of step q to the consumers' wait on full[q % STAGES], and
 from the consumers' release of a slot to the producer's wait that reuses it, each labelled
 with the barrier's phase. A wait with nothing before it (the first use of each slot) is
-drawn as passing at once. With `epilogue_via tma`, a last column shows how C leaves.
+drawn as passing at once. With `epilogue_via tma`, a last column shows how C leaves; with
+`persistent stream_k`, another how a piece's partial sum reaches the tile's owner.
 
 Everything is read from the IR (tiledsl.passes.warp_specialization): the statements of
 each role's K loop, evaluated per step. Which phase a wait needs follows the hardware: the
@@ -23,15 +24,21 @@ from dataclasses import dataclass, field
 import graphviz
 
 from ..ir.expr import evaluate
+from ..ir.grid import SK_MAX_FILL
 from ..ir.nodes import (
     K_BLOCKS,
     Arrive,
+    Barrier,
     ExpectTx,
+    FlagSignal,
+    FlagWait,
     For,
     If,
     KernelIR,
     Let,
     MmaCommit,
+    PartialAdd,
+    PartialStore,
     Stmt,
     TmaLoad,
     TmaStore,
@@ -39,6 +46,7 @@ from ..ir.nodes import (
     is_loop,
     walk,
 )
+from ..ir.printer import stmt_text
 from . import style
 from .style import esc, font
 
@@ -124,6 +132,9 @@ def handoffs_graph(kernel: KernelIR, file: str) -> str:
             if role.name == "consumer" and kernel.schedule.epilogue_via == "tma":
                 c.node("epilogue", _epilogue_cell(kernel))
                 c.edge(f"consumer{steps - 1}", "epilogue", style="dashed", color="#c8c8c8")
+            if role.name == "consumer" and kernel.stream_k:
+                c.node("fixup", _fix_up_cell(kernel))
+                c.edge(f"consumer{steps - 1}", "fixup", style="dashed", color="#c8c8c8")
     for q in range(steps):  # each step's cells in one column
         with g.subgraph() as column:
             column.attr(rank="same")
@@ -284,6 +295,38 @@ def _epilogue_cell(kernel: KernelIR) -> str:
     ]
     rows = "".join(
         f'<TR><TD BGCOLOR="{"#f0f0f0" if i == 0 else "#ece3f5"}" ALIGN="LEFT">{esc(t)}</TD></TR>'
+        for i, t in enumerate(lines)
+    )
+    return _table(rows)
+
+
+def _fix_up_cell(kernel: KernelIR) -> str:
+    """`persistent stream_k`: how a piece's partial sum reaches the tile's owner, in the
+    IR's own statements (tiledsl.passes.warp_specialization._fix_up)."""
+    roles = kernel.specialization
+    assert roles is not None
+    hand_over = [
+        s
+        for s in walk(roles.consumer.body)
+        if isinstance(s, (PartialStore, FlagSignal))
+        or (isinstance(s, Barrier) and s.scope == "consumers")
+    ]
+    signal = next(i for i, s in enumerate(hand_over) if isinstance(s, FlagSignal))
+    gather = [s for s in walk(roles.consumer.body) if isinstance(s, (FlagWait, PartialAdd))]
+    barrier = hand_over[signal + 1] if signal + 1 < len(hand_over) else None
+    lines = [
+        "stream-K pieces: the tiles of a last round that fills at most "
+        f"{SK_MAX_FILL} % of the grid, cut along K",
+        "a piece that starts inside its tile hands its partial sum over:",
+        *(f"{i}. {stmt_text(s)}" for i, s in enumerate(hand_over[: signal + 1], 1)),
+        "the tile's owner, for each block after it in the tile, in block order:",
+        f"1. {stmt_text(gather[0])} (thread 0; it clears the flag)",
+        *([f"2. {stmt_text(barrier)}"] if barrier is not None else []),
+        f"3. {stmt_text(gather[1])}",
+        "then its epilogue and C store, once, on the whole sum",
+    ]
+    rows = "".join(
+        f'<TR><TD BGCOLOR="{"#f0f0f0" if i == 0 else "#e3eef5"}" ALIGN="LEFT">{esc(t)}</TD></TR>'
         for i, t in enumerate(lines)
     )
     return _table(rows)
