@@ -36,6 +36,7 @@ LAYERS = (
     {"driver"},
     {"gpu"},
     {"commands", "tune", "viz"},
+    {"api"},
     {"cli", "__main__"},
 )
 LAYER = {part: number for number, parts in enumerate(LAYERS) for part in parts}

@@ -3,6 +3,7 @@
     >>> import tiledsl
     >>> result = tiledsl.compile_file("examples/hgemm.tile")
     >>> print(result.source[:40])
+    >>> k = tiledsl.load("examples/hgemm.tile")     # a callable: C = k(A, B)
 
 The data's path, one subpackage a stage: `frontend` (parse, read the directives, analyze,
 refuse what is not built) -> `lowering` (the naive IR) -> `passes` -> `emit` (CUDA or
@@ -13,6 +14,7 @@ analyses passes ask, and the result runs on a GPU (`gpu`) or in the numpy interp
 
 __version__ = "0.1.0"
 
+from .api import ArgumentError, load
 from .driver import compile_file, compile_source, lower_file
 
-__all__ = ["compile_file", "compile_source", "lower_file", "__version__"]
+__all__ = ["ArgumentError", "compile_file", "compile_source", "load", "lower_file", "__version__"]

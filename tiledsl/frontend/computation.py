@@ -207,7 +207,9 @@ def _oriented(op: OperandInfo, written: tuple[str, ...], wanted: tuple[str, str]
     if written == wanted:
         return op
     flipped = "col" if op.layout == "row" else "row"
-    return OperandInfo(op.name, op.dtype, tuple(reversed(op.dims)), flipped, op.loc, op.batch)
+    return OperandInfo(
+        op.name, op.dtype, tuple(reversed(op.dims)), flipped, op.loc, op.batch, transposed=True
+    )
 
 
 def _access(acc: S.Access) -> str:

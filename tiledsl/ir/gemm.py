@@ -29,11 +29,24 @@ class OperandInfo:
     layout: str  # a Layout once the analysis has accepted it
     loc: Loc = field(compare=False, repr=False)
     batch: Expr | None = None  # the batch count of a batched operand (dims are one matrix's)
+    # The product reads it transposed (B[n, k] on a declared [N, K]): dims and layout here
+    # are the product's view; `declared` gives the operand as the file wrote it.
+    transposed: bool = field(default=False, compare=False, repr=False)
 
     @property
     def matrix_elements(self) -> Expr:
         """Elements of one matrix: how far apart consecutive batches lie."""
         return self.dims[-2] * self.dims[-1]
+
+    @property
+    def declared(self) -> OperandInfo:
+        """The operand as declared: the product's view, transposed back if it was."""
+        if not self.transposed:
+            return self
+        flipped = "col" if self.layout == "row" else "row"
+        return OperandInfo(
+            self.name, self.dtype, tuple(reversed(self.dims)), flipped, self.loc, self.batch
+        )
 
     @property
     def leading_dim(self) -> Expr:

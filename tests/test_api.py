@@ -1,0 +1,249 @@
+"""`tiledsl.load`: a `.tile` file as a callable on numpy arrays (the interpreter), CuPy
+arrays and torch tensors (the GPU; those tests skip without one).
+
+Checked here, on numpy: exact products at the block tile and off it (the guarded twin),
+row- and column-major operands, a batch, an epilogue's bias, `C +=` into `out`; a file
+with several kernels of one product picks by shape; `repr` and `explain`; every wrong
+input refused with its exact message, nothing computed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tiledsl
+from tiledsl.api import ArgumentError
+from tiledsl.gpu.runtime import gpu_available
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def ints(rng, shape, dtype=np.float16, order="C"):
+    """Integers in [-2, 2]: every product and sum exact, as the exact oracle's."""
+    return np.asarray(rng.integers(-2, 3, shape), dtype=dtype, order=order)
+
+
+def exact(x) -> np.ndarray:
+    return np.asarray(x, np.float64)
+
+
+@pytest.fixture(scope="module")
+def hgemm():
+    return tiledsl.load(EXAMPLES / "hgemm.tile")
+
+
+@pytest.mark.parametrize("size", [(128, 128, 64), (96, 160, 40), (1, 1, 1)])
+def test_a_numpy_call_is_the_interpreters_exact_product(hgemm, size) -> None:
+    m, n, k = size
+    rng = np.random.default_rng(m + n + k)
+    a, b = ints(rng, (m, k)), ints(rng, (k, n))
+    c = hgemm(a, b)
+    assert c.dtype == np.float32 and c.shape == (m, n) and c.flags.c_contiguous
+    assert np.array_equal(exact(c), exact(a) @ exact(b))
+
+
+def test_out_is_written_in_place(hgemm) -> None:
+    rng = np.random.default_rng(1)
+    a, b = ints(rng, (128, 64)), ints(rng, (64, 128))
+    out = np.full((128, 128), np.nan, np.float32)
+    assert hgemm(a, b, out=out) is out
+    assert np.array_equal(exact(out), exact(a) @ exact(b))
+
+
+def test_column_major_operands_and_a_transposed_b() -> None:
+    """hgemm_nt: B declared [N, K] row (B[n, k]), C declared col-major."""
+    k = tiledsl.load(EXAMPLES / "hgemm_nt.tile")
+    rng = np.random.default_rng(2)
+    a, bt = ints(rng, (96, 48)), ints(rng, (80, 48))
+    c = k(a, bt)
+    assert c.flags.f_contiguous and c.shape == (96, 80)
+    assert np.array_equal(exact(c), exact(a) @ exact(bt).T)
+
+
+def test_a_batch_of_products() -> None:
+    k = tiledsl.load(EXAMPLES / "batched.tile", kernel="batched")
+    rng = np.random.default_rng(3)
+    a, b = ints(rng, (3, 40, 24)), ints(rng, (24, 56))
+    c = k(a, b)
+    assert c.shape == (3, 40, 56)
+    assert np.array_equal(exact(c), exact(a) @ exact(b))
+
+
+def test_an_epilogue_takes_its_bias_by_name() -> None:
+    k = tiledsl.load(EXAMPLES / "epilogue.tile")
+    rng = np.random.default_rng(4)
+    a, b = ints(rng, (64, 32)), ints(rng, (32, 64))
+    d = ints(rng, (64,), np.float32)
+    c_in = ints(rng, (64, 64))
+    out = c_in.copy()
+    k(a, b, D=d, out=out)
+    expected = np.maximum(0.5 * (exact(a) @ exact(b)) + 2 * exact(c_in) + exact(d), 0)
+    assert np.array_equal(exact(out), expected.astype(np.float16).astype(np.float64))
+
+
+def test_c_plus_equals_needs_out_and_adds_to_it() -> None:
+    text = (EXAMPLES / "hgemm.tile").read_text().replace("C[m, n] = ", "C[m, n] += ")
+    acc = tiledsl.load(text)
+    rng = np.random.default_rng(5)
+    a, b = ints(rng, (64, 32)), ints(rng, (32, 64))
+    with pytest.raises(ArgumentError) as err:
+        acc(a, b)
+    assert str(err.value) == (
+        "C[m, n] += A[m, k] * B[k, n] reads C: pass out=C (it is added to, in place)"
+    )
+    out = ints(rng, (64, 64), np.float32)
+    before = exact(out).copy()
+    acc(a, b, out=out)
+    assert np.array_equal(exact(out), before + exact(a) @ exact(b))
+
+
+def test_one_callable_picks_a_kernel_by_shape() -> None:
+    """Two schedules of one product: a size takes the first that covers it without its
+    guarded twin, else the first."""
+    text = (EXAMPLES / "hgemm.tile").read_text()
+    wide = text.replace("kernel hgemm", "kernel hgemm_wide").replace(
+        "block   128 x 128 x 64", "block   64 x 64 x 32"
+    )
+    assert wide != text.replace("kernel hgemm", "kernel hgemm_wide"), "the block line"
+    k = tiledsl.load(text + "\n" + wide)
+    assert k.explain(128, 128, 64).startswith(
+        "128x128x64: hgemm: the first kernel of the file that covers 128x128x64 without its "
+        "guarded twin"
+    )
+    assert k.explain(64, 64, 32).startswith("64x64x32: hgemm_wide: the first kernel")
+    assert "hgemm's guarded twin hgemm_edge" in k.explain(100, 100, 30)
+    rng = np.random.default_rng(6)
+    a, b = ints(rng, (64, 32)), ints(rng, (32, 64))
+    assert np.array_equal(exact(k(a, b)), exact(a) @ exact(b))
+
+
+def test_repr_shows_the_schedule_and_the_paths(hgemm) -> None:
+    text = repr(hgemm)
+    assert text.startswith("<tiledsl kernel hgemm from ")
+    assert "A: f16[M, K] row, B: f16[K, N] row, C: f32[M, N] row" in text
+    assert "other sizes take hgemm_edge (guarded)" in text
+
+
+# ---------------------------------------------------------------- wrong input
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda k, a, b: k(a.astype(np.float32), b),
+            "operand A is declared A: f16[M, K] row: its elements must be f16, found float32",
+        ),
+        (
+            lambda k, a, b: k(a[None], b),
+            "operand A is declared A: f16[M, K] row: it takes 2 dimension(s), found an array "
+            "of shape (1, 64, 32)",
+        ),
+        (
+            lambda k, a, b: k(a, b[:16]),
+            "operand B is declared B: f16[K, N] row: dimension 0 (K) must be 32 (the K of an "
+            "earlier operand), found 16 (shape (16, 64))",
+        ),
+        (
+            lambda k, a, b: k(np.asfortranarray(a), b),
+            "operand A is declared row-major (A: f16[M, K] row), but its strides (1, 64) (in "
+            "elements, shape (64, 32)) are not: tiledsl does not copy; pass "
+            "np.ascontiguousarray(...) of it, or declare A `col` if that is how it lies",
+        ),
+        (
+            lambda k, a, b: k(a, b, out=np.zeros((64, 63), np.float32)),
+            "out C is declared C: f32[M, N] row: dimension 1 (N) must be 64 (the N of an "
+            "earlier operand), found 63 (shape (64, 63))",
+        ),
+        (
+            lambda k, a, b: k(a.tolist(), b),
+            "a list is not an array tiledsl takes: pass a numpy array (the interpreter), a "
+            "CuPy array or a torch tensor (the GPU)",
+        ),
+        (
+            lambda k, a, b: k(a),
+            "hgemm takes A and B (and, by name, out=C), got 1 positional argument(s)",
+        ),
+        (
+            lambda k, a, b: k(a, b, D=a),
+            "hgemm has no operand 'D'; its extras are: none",
+        ),
+    ],
+)
+def test_wrong_input_is_refused_with_a_message(hgemm, call, message) -> None:
+    rng = np.random.default_rng(7)
+    a, b = ints(rng, (64, 32)), ints(rng, (32, 64))
+    with pytest.raises(ArgumentError) as err:
+        call(hgemm, a, b)
+    assert str(err.value) == message
+
+
+def test_a_missing_bias_and_a_file_of_several_products_are_refused() -> None:
+    k = tiledsl.load(EXAMPLES / "epilogue.tile")
+    rng = np.random.default_rng(8)
+    with pytest.raises(ArgumentError) as err:
+        k(ints(rng, (64, 32)), ints(rng, (32, 64)))
+    assert str(err.value) == "gemm_bias_relu's epilogue reads D: pass D=..."
+    with pytest.raises(ArgumentError) as err:
+        tiledsl.load(EXAMPLES / "types.tile")
+    assert str(err.value).startswith(
+        f"{EXAMPLES / 'types.tile'} holds kernels of different products: load one with kernel=NAME"
+    )
+    with pytest.raises(ArgumentError) as err:
+        tiledsl.load(EXAMPLES / "types.tile", kernel="nope")
+    assert str(err.value).startswith(f"no kernel 'nope' in {EXAMPLES / 'types.tile'}; it has: ")
+
+
+def test_a_size_the_interpreter_cannot_run_in_time_is_refused(hgemm) -> None:
+    a = np.zeros((8192, 8192), np.float16)
+    with pytest.raises(ArgumentError) as err:
+        hgemm(a, a)
+    assert str(err.value).startswith("hgemm in the numpy interpreter: ")
+
+
+def test_a_file_that_does_not_compile_raises_its_diagnostics() -> None:
+    from tiledsl.errors import TileError
+
+    text = (
+        (EXAMPLES / "hgemm.tile").read_text().replace("block   128 x 128 x 64", "block   128 x 128")
+    )
+    with pytest.raises(TileError) as err:
+        tiledsl.load(text)
+    assert "<string>:" in str(err.value)
+
+
+# ---------------------------------------------------------------- on the GPU
+
+
+@pytest.mark.parametrize("size", [(256, 256, 128), (200, 328, 104)])
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU visible to CuPy")
+def test_cupy_arrays_run_on_the_gpu(hgemm, size) -> None:
+    import cupy
+
+    m, n, k = size
+    rng = np.random.default_rng(9)
+    a, b = ints(rng, (m, k)), ints(rng, (k, n))
+    c = hgemm(cupy.asarray(a), cupy.asarray(b))
+    assert isinstance(c, cupy.ndarray)
+    assert np.array_equal(exact(c.get()), exact(a) @ exact(b))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU visible to CuPy")
+def test_torch_tensors_on_a_side_stream_are_ordered_with_torch(hgemm) -> None:
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(10)
+    a, b = ints(rng, (256, 128)), ints(rng, (128, 256))
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        ta = torch.from_numpy(a).cuda() * 1  # queued on the side stream
+        tb = torch.from_numpy(b).cuda()
+        out = torch.empty((256, 256), dtype=torch.float32, device="cuda")
+        hgemm(ta, tb, out=out)
+        doubled = out * 2  # after the kernel, on the same stream
+    stream.synchronize()
+    assert torch.equal(doubled.cpu(), torch.from_numpy(2 * (exact(a) @ exact(b))).float())
