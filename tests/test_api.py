@@ -120,6 +120,23 @@ def test_one_callable_picks_a_kernel_by_shape() -> None:
     assert np.array_equal(exact(k(a, b)), exact(a) @ exact(b))
 
 
+def test_literal_dimensions_and_a_missing_file() -> None:
+    text = (EXAMPLES / "hgemm.tile").read_text().replace("f16[M, K]", "f16[64, K]")
+    k = tiledsl.load(text.replace("f32[M, N]", "f32[64, N]"))
+    rng = np.random.default_rng(11)
+    a, b = ints(rng, (64, 32)), ints(rng, (32, 96))
+    assert np.array_equal(exact(k(a, b)), exact(a) @ exact(b))
+    with pytest.raises(ArgumentError) as err:
+        k(ints(rng, (63, 32)), b)
+    assert str(err.value) == (
+        "operand A is declared A: f16[64, K] row: dimension 0 (64) must be 64, found 63 "
+        "(shape (63, 32))"
+    )
+    with pytest.raises(ArgumentError) as err:
+        tiledsl.load("no/such.tile")
+    assert str(err.value) == "no .tile file no/such.tile"
+
+
 def test_repr_shows_the_schedule_and_the_paths(hgemm) -> None:
     text = repr(hgemm)
     assert text.startswith("<tiledsl kernel hgemm from ")

@@ -25,6 +25,7 @@ import numpy as np
 from ..driver import Compiled, compile_file, compile_source
 from ..emit.launch import Launch
 from ..ir.dtypes import STORAGE, decode, encode
+from ..ir.expr import Const
 from ..ir.nodes import KernelIR
 from ..lowering.edges import needs_twin, variant
 from .operands import ArgumentError, ArrayView, bind, declared_shape, describe
@@ -38,6 +39,8 @@ def load(path_or_text: str | Path, kernel: str | None = None, target: str | None
     is_path = isinstance(path_or_text, Path) or (
         "\n" not in text and "{" not in text and text.endswith(".tile")
     )
+    if is_path and not Path(text).is_file():
+        raise ArgumentError(f"no .tile file {text}")
     compiled = compile_file(text, target) if is_path else compile_source(text, "<string>", target)
     chosen = compiled.kernels
     if kernel is not None:
@@ -172,12 +175,8 @@ class Kernel:
             )
             raise ArgumentError(f"the operands must all be on the GPU or all on the CPU: {where}")
         dims = bind(g, views, out_view)
-        m, n, k = (dims[e.name] if hasattr(e, "name") else e.value for e in (g.m, g.n, g.k))
-        batch = (
-            dims.get(g.batch.name, 1)
-            if g.batch is not None and hasattr(g.batch, "name")
-            else (g.batch.value if g.batch is not None else 1)
-        )
+        m, n, k = (_value(e, dims) for e in (g.m, g.n, g.k))
+        batch = _value(g.batch, dims) if g.batch is not None else 1
         run, launch, _ = self.choose(m, n, k, batch)
         if out is None:
             shape = declared_shape(g.c, dims)
@@ -191,6 +190,11 @@ class Kernel:
         else:
             _run_in_interpreter(run, arrays, out, (m, n, k), batch)
         return out
+
+
+def _value(e, dims: dict[str, int]) -> int:
+    """A declared dimension's value: a literal, or the size the arrays gave its name."""
+    return e.value if isinstance(e, Const) else dims[e.name]
 
 
 def _numpy_dtype(dtype: str):
