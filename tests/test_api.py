@@ -264,3 +264,14 @@ def test_torch_tensors_on_a_side_stream_are_ordered_with_torch(hgemm) -> None:
         doubled = out * 2  # after the kernel, on the same stream
     stream.synchronize()
     assert torch.equal(doubled.cpu(), torch.from_numpy(2 * (exact(a) @ exact(b))).float())
+
+
+def test_a_cpu_torch_tensor_is_refused(hgemm) -> None:
+    torch = pytest.importorskip("torch")
+    a = torch.zeros((64, 32), dtype=torch.float16)
+    with pytest.raises(ArgumentError) as err:
+        hgemm(a, a.t().contiguous())
+    assert str(err.value) == (
+        "A is a torch tensor on the CPU: the kernel runs on the GPU (move it with .cuda()), "
+        "or pass numpy arrays to run it in the interpreter"
+    )

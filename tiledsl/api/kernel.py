@@ -61,7 +61,8 @@ def load(path_or_text: str | Path, kernel: str | None = None, target: str | None
 class Kernel:
     compiled: Compiled
     kernels: tuple[KernelIR, ...]
-    _gpu: dict = field(default_factory=dict, repr=False)  # name -> (module, launchers)
+    # the GPU module, built at the first GPU call, and a launcher per kernel (api.gpu)
+    _gpu: dict = field(default_factory=dict, repr=False)
 
     @property
     def gemm(self):
@@ -167,6 +168,15 @@ class Kernel:
         views = {name: describe(a) for name, a in arrays.items()}
         out_view = describe(out) if out is not None else None
         every = [*views.values(), *([out_view] if out_view is not None else [])]
+        cpu_tensors = [name for name, v in views.items() if v.library == "torch" and not v.on_gpu]
+        if cpu_tensors or (
+            out_view is not None and out_view.library == "torch" and not out_view.on_gpu
+        ):
+            name = cpu_tensors[0] if cpu_tensors else g.c.name
+            raise ArgumentError(
+                f"{name} is a torch tensor on the CPU: the kernel runs on the GPU (move it "
+                "with .cuda()), or pass numpy arrays to run it in the interpreter"
+            )
         places = {v.on_gpu for v in every}
         if len(places) > 1:
             where = ", ".join(
@@ -182,7 +192,6 @@ class Kernel:
             shape = declared_shape(g.c, dims)
             assert shape is not None  # every name of C is one of A's or B's
             out = _empty_like(every[0], shape, g.c)
-            out_view = describe(out)
         if places == {True}:
             from .gpu import run_on_gpu
 
