@@ -34,11 +34,13 @@ def _stream(arrays):
     return cupy.cuda.get_current_stream()
 
 
-def run_on_gpu(owner, kernel, launch, arrays: dict, out, size, batch: int) -> None:
-    from ..commands.run import check_size
+def run_on_gpu(owner, choice, arrays: dict, out) -> None:
+    """Launch `choice` (tiledsl.api.kernel.Choice) on the operands and `out`, on the stream
+    of the caller; `owner` (the Kernel) keeps the module and the launchers."""
     from ..gpu import runtime
     from ..ir.targets import build_arch
 
+    kernel, launch = choice.kernel, choice.launch
     g = kernel.gemm
     every = {**arrays, g.c.name: out}
     for name, array in every.items():
@@ -53,18 +55,18 @@ def run_on_gpu(owner, kernel, launch, arrays: dict, out, size, batch: int) -> No
     if "module" not in state:
         compiled = owner.compiled
         arch = build_arch(runtime.device_arch(), compiled.kernels)
+        first = compiled.kernels[0]  # the module's key: the same whichever size came first
         state["module"] = runtime.load(
             compiled.source,
             arch,
-            pipeline=kernel.passes,
-            target=kernel.target.name,
+            pipeline=first.passes,
+            target=first.target.name,
             name=f"{compiled.kernels[0].name}.cu",
         ).module
         state["launchers"] = {}
     launchers = state["launchers"]
     if kernel.name not in launchers:
         launchers[kernel.name] = runtime.launcher(state["module"], launch)
-    sizes = check_size(kernel, size, batch)
     views = {name: _as_cupy(array) for name, array in every.items()}
     with _stream(every.values()):
-        launchers[kernel.name](views, sizes)
+        launchers[kernel.name](views, choice.sizes)

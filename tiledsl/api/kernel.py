@@ -57,6 +57,17 @@ def load(path_or_text: str | Path, kernel: str | None = None, target: str | None
     return Kernel(compiled, chosen)
 
 
+@dataclass(frozen=True)
+class Choice:
+    """What runs a size: the kernel (the file's, or its guarded twin), its launch, its size
+    parameters, and why it was chosen."""
+
+    kernel: KernelIR
+    launch: Launch
+    sizes: dict[str, int]
+    why: str
+
+
 @dataclass
 class Kernel:
     compiled: Compiled
@@ -91,16 +102,16 @@ class Kernel:
         return self.compiled.launches[self.compiled.kernels.index(k)]
 
     # ------------------------------------------------------------ choosing a kernel
-    def choose(self, m: int, n: int, k: int, batch: int = 1) -> tuple[KernelIR, Launch, str]:
-        """The kernel (the file's, or its guarded twin) that runs M x N x K, its launch, and
-        why it was chosen; ArgumentError when none can."""
+    def choose(self, m: int, n: int, k: int, batch: int = 1) -> Choice:
+        """The kernel (the file's, or its guarded twin) that runs M x N x K, its launch, its
+        size parameters and why it was chosen; ArgumentError when none can."""
         from ..commands.run import SizeError, check_size
 
         size = (m, n, k)
-        covering, why_not = [], []
+        covering, why_not, params = [], [], {}
         for kern in self.kernels:
             try:
-                check_size(kern, size, batch)
+                params[kern.name] = check_size(kern, size, batch)
             except SizeError as err:
                 why_not.append(f"{kern.name}: {err}")
                 continue
@@ -125,15 +136,15 @@ class Kernel:
             )
         else:
             why = f"{chosen.name} itself"
-        return run, launch, why
+        return Choice(run, launch, params[chosen.name], why)
 
     def explain(self, m: int, n: int, k: int, batch: int = 1) -> str:
         """Which kernel M x N x K takes, why, and its grid."""
-        run, launch, why = self.choose(m, n, k, batch)
-        sizes = run.gemm.size_env(m, n, k)
-        grid = launch.blocks(sizes)
+        c = self.choose(m, n, k, batch)
+        launch = c.launch
         return (
-            f"{m}x{n}x{k}: {why}; {grid} block tile(s) of {'x'.join(map(str, run.schedule.block))}"
+            f"{m}x{n}x{k}: {c.why}; {launch.blocks(c.sizes)} block tile(s) of "
+            f"{'x'.join(map(str, c.kernel.schedule.block))}"
             + (", looped over by one block per SM (persistent)" if launch.persistent else "")
             + f"; {launch.threads} threads and {launch.smem_bytes} bytes of shared memory a block"
         )
@@ -187,7 +198,7 @@ class Kernel:
         dims = bind(g, views, out_view)
         m, n, k = (_value(e, dims) for e in (g.m, g.n, g.k))
         batch = _value(g.batch, dims) if g.batch is not None else 1
-        run, launch, _ = self.choose(m, n, k, batch)
+        choice = self.choose(m, n, k, batch)
         if out is None:
             shape = declared_shape(g.c, dims)
             assert shape is not None  # every name of C is one of A's or B's
@@ -195,9 +206,9 @@ class Kernel:
         if places == {True}:
             from .gpu import run_on_gpu
 
-            run_on_gpu(self, run, launch, arrays, out, (m, n, k), batch)
+            run_on_gpu(self, choice, arrays, out)
         else:
-            _run_in_interpreter(run, arrays, out, (m, n, k), batch)
+            _run_in_interpreter(choice, arrays, out, (m, n, k), batch)
         return out
 
 
@@ -257,19 +268,18 @@ def _storage(array, op) -> np.ndarray:
     return flat.copy()
 
 
-def _run_in_interpreter(kernel: KernelIR, arrays: dict, out, size, batch: int) -> None:
-    from ..commands.run import check_size
+def _run_in_interpreter(choice: Choice, arrays: dict, out, size, batch: int) -> None:
     from ..interp.interpreter import interpret
     from ..limits import interpreter_problem
 
+    kernel = choice.kernel
     problem = interpreter_problem(kernel.schedule.block, size, batch)
     if problem:
         raise ArgumentError(f"{kernel.name} in the numpy interpreter: {problem}")
     g = kernel.gemm
     storage = {name: _storage(a, g.operand(name)) for name, a in arrays.items()}
     storage[g.c.name] = _storage(out, g.c)
-    sizes = check_size(kernel, size, batch)
-    interpret(kernel, storage, sizes)
+    interpret(kernel, storage, choice.sizes)
     values = decode(storage[g.c.name], g.c.dtype)
     c = g.c.declared
     order = "C" if c.layout == "row" else "F"

@@ -118,10 +118,8 @@ def describe(array) -> ArrayView:
 
 def declared_shape(op: OperandInfo, dims: dict[str, int]) -> tuple[int, ...] | None:
     """The shape an array of `op` must have under `dims` (None while a name is unknown)."""
-    op = op.declared
-    exprs = ((op.batch,) if op.batch is not None else ()) + tuple(op.dims)
     out = []
-    for e in exprs:
+    for e in op.declared.all_dims:
         if isinstance(e, Const):
             out.append(e.value)
         elif isinstance(e, Var) and e.name in dims:
@@ -131,23 +129,18 @@ def declared_shape(op: OperandInfo, dims: dict[str, int]) -> tuple[int, ...] | N
     return tuple(out)
 
 
-def _spelled(op: OperandInfo) -> str:
-    dims = ((op.batch,) if op.batch is not None else ()) + tuple(op.dims)
-    return f"{op.name}: {op.dtype}[{', '.join(map(str, dims))}] {op.layout}"
-
-
 def check_operand(op: OperandInfo, view: ArrayView, dims: dict[str, int], role: str) -> None:
     """`view` against `op`'s declaration (as the file wrote it, not the product's view of
     a transposed operand): type, rank, the sizes bound so far (binding the names it is
     the first to give), and layout. ArgumentError otherwise."""
     op = op.declared
-    declared = _spelled(op)
+    declared = str(op)
     if view.element != op.dtype:
         raise ArgumentError(
             f"{role} {op.name} is declared {declared}: its elements must be {op.dtype}, "
             f"found {view.dtype}"
         )
-    exprs = ((op.batch,) if op.batch is not None else ()) + tuple(op.dims)
+    exprs = op.all_dims
     if len(view.shape) != len(exprs):
         raise ArgumentError(
             f"{role} {op.name} is declared {declared}: it takes {len(exprs)} dimension(s), "

@@ -11,7 +11,7 @@ from __future__ import annotations
 from .. import __version__
 from ..ir.epilogue import Epilogue
 from ..ir.expr import Expr, to_c
-from ..ir.grid import block_tile, cluster_place, grid_vars
+from ..ir.grid import cluster_place, grid_vars, tile_steps
 from ..ir.nodes import (
     C_TYPES,
     DTYPE_BYTES,
@@ -278,7 +278,7 @@ __device__ __forceinline__ void cp_async_wait() {
                     f"reinterpret_cast<{ctype} (*)[{up}_{major}][{up}_PITCH]>(smem + {off});"
                 )
         tiles = grid_vars(k)
-        mapping = block_tile(k)
+        mapping = tile_steps(k)
         out.append("const int warp = threadIdx.x / WARP_SIZE;")
         if k.schedule.path.lane_addressed or any(
             isinstance(s, Copy) and s.by == "warp" for s in walk(k.body)

@@ -372,14 +372,9 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
             return [f"named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // {s.reason}"]
         case PartialStore() | PartialAdd():
             return _partial(emitter, k, s)
-        case FlagSignal():
-            return [
-                f"if (threadIdx.x == 0) signal_flag(&flags[{emitter.expr(s.slot)}]);  // {s.reason}"
-            ]
-        case FlagWait():
-            return [
-                f"if (threadIdx.x == 0) wait_flag(&flags[{emitter.expr(s.slot)}]);  // {s.reason}"
-            ]
+        case FlagSignal() | FlagWait():
+            call = "signal_flag" if isinstance(s, FlagSignal) else "wait_flag"
+            return [f"if (threadIdx.x == 0) {call}(&flags[{emitter.expr(s.slot)}]);  // {s.reason}"]
         case Wait():
             return [
                 f"mbarrier_wait(&{_bar(emitter, s.bar)}, {emitter.expr(s.parity)});  // {s.reason}"

@@ -204,12 +204,7 @@ def _distinct_sizes(sizes: dict[str, Expr], comp, errs: Collector) -> bool:
 
 def _oriented(op: OperandInfo, written: tuple[str, ...], wanted: tuple[str, str]) -> OperandInfo:
     """The operand as the product sees it: A[k, m] on a row-major [K, M] is a col-major M x K."""
-    if written == wanted:
-        return op
-    flipped = "col" if op.layout == "row" else "row"
-    return OperandInfo(
-        op.name, op.dtype, tuple(reversed(op.dims)), flipped, op.loc, op.batch, transposed=True
-    )
+    return op if written == wanted else op.flipped()
 
 
 def _access(acc: S.Access) -> str:

@@ -58,7 +58,7 @@ import numpy as np
 
 from ..ir.dtypes import VALUE, convert, decode, encode
 from ..ir.expr import INT32, evaluate, variables
-from ..ir.grid import block_tile, cluster_place, grid_vars, multicast_ranks, sharing_ranks
+from ..ir.grid import cluster_place, grid_vars, multicast_ranks, sharing_ranks, tile_steps
 from ..ir.nodes import (
     DTYPE_BYTES,
     Arrive,
@@ -363,7 +363,7 @@ class _Interpreter:
                 f"{blocks * size} blocks: more than the grid's x axis (blockIdx.x)"
             )
         # a persistent block finds its tiles in its loop over them; the others have one
-        mapping = {} if self.kernel.persistent else block_tile(self.kernel)
+        mapping = {} if self.kernel.persistent else tile_steps(self.kernel)
         # stream-K: the last block first, so that a tile's owner finds the partial sums of
         # the blocks after it handed over (tiledsl.interp.fixups)
         order = range(blocks - 1, -1, -1) if self.kernel.stream_k else range(blocks)

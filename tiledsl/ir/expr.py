@@ -105,24 +105,23 @@ def sub(a: Expr, b: Expr) -> Expr:
     return BinOp("-", a, b)
 
 
-def minimum(a: Expr | int, b: Expr | int) -> Expr:
+def _extreme(op: str, pick, a: Expr | int, b: Expr | int) -> Expr:
+    """min(a, b) or max(a, b), folded when both are constants or the same."""
     a, b = lift(a), lift(b)
     ca, cb = _const(a), _const(b)
     if ca is not None and cb is not None:
-        return Const(min(ca, cb))
+        return Const(pick(ca, cb))
     if a == b:
         return a
-    return BinOp("min", a, b)
+    return BinOp(op, a, b)
+
+
+def minimum(a: Expr | int, b: Expr | int) -> Expr:
+    return _extreme("min", min, a, b)
 
 
 def maximum(a: Expr | int, b: Expr | int) -> Expr:
-    a, b = lift(a), lift(b)
-    ca, cb = _const(a), _const(b)
-    if ca is not None and cb is not None:
-        return Const(max(ca, cb))
-    if a == b:
-        return a
-    return BinOp("max", a, b)
+    return _extreme("max", max, a, b)
 
 
 def mul(a: Expr, b: Expr) -> Expr:

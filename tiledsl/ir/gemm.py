@@ -9,7 +9,7 @@ declarations and the computation line (tiledsl.frontend.computation).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ..errors import Loc
@@ -38,15 +38,18 @@ class OperandInfo:
         """Elements of one matrix: how far apart consecutive batches lie."""
         return self.dims[-2] * self.dims[-1]
 
+    def flipped(self) -> OperandInfo:
+        """The same memory seen transposed: the dims reversed, the other layout (a
+        row-major [K, M] is a column-major M x K)."""
+        layout = "col" if self.layout == "row" else "row"
+        return replace(
+            self, dims=tuple(reversed(self.dims)), layout=layout, transposed=not self.transposed
+        )
+
     @property
     def declared(self) -> OperandInfo:
         """The operand as declared: the product's view, transposed back if it was."""
-        if not self.transposed:
-            return self
-        flipped = "col" if self.layout == "row" else "row"
-        return OperandInfo(
-            self.name, self.dtype, tuple(reversed(self.dims)), flipped, self.loc, self.batch
-        )
+        return self.flipped() if self.transposed else self
 
     @property
     def leading_dim(self) -> Expr:
@@ -57,9 +60,13 @@ class OperandInfo:
             return row * self.leading_dim + col
         return col * self.leading_dim + row
 
+    @property
+    def all_dims(self) -> tuple[Expr, ...]:
+        """The dims an array of it has: the batch (if batched), then one matrix's."""
+        return ((self.batch,) if self.batch is not None else ()) + tuple(self.dims)
+
     def __str__(self) -> str:
-        dims = ((self.batch,) if self.batch is not None else ()) + tuple(self.dims)
-        return f"{self.name}: {self.dtype}[{', '.join(map(str, dims))}] {self.layout}"
+        return f"{self.name}: {self.dtype}[{', '.join(map(str, self.all_dims))}] {self.layout}"
 
 
 @dataclass(frozen=True)

@@ -92,11 +92,6 @@ def multicast_ranks(kernel: KernelIR, multicast: str, rank: int) -> list[int]:
     return [rank]
 
 
-def block_tile(kernel: KernelIR) -> dict[str, Expr]:
-    """Named steps from `pid` to `bm` and `bn`, each over the names before it."""
-    return tile_steps(kernel)
-
-
 def tile_steps(kernel: KernelIR) -> dict[str, Expr]:
     """The swizzle's steps from `pid` to the block tile (`bm`, `bn`). In clusters `pid` is
     the cluster's: the swizzle orders cluster tiles (`cbm`, `cbn`, over ctiles_m x

@@ -644,6 +644,10 @@ class KernelIR:
             coords["team"] = warp // self.warp_count
         return coords
 
+    def tile_bytes(self, tile: SharedTile) -> int:
+        """Bytes of a tile of one of the shared buffers (what a TMA copy of it announces)."""
+        return tile.rows * tile.cols * DTYPE_BYTES[self.buffer(tile.buffer).dtype]
+
     def buffer(self, name: str) -> SharedBuffer:
         for b in self.buffers:
             if b.name == name:
@@ -733,6 +737,16 @@ def tiles_of(stmt: Stmt) -> tuple[Tile, ...]:
 def fragment_tile(stmt: LoadFrag | StoreFrag) -> Tile:
     """The memory side of a fragment load or store."""
     return stmt.src if isinstance(stmt, LoadFrag) else stmt.dst
+
+
+def tile_loads(body: tuple[Stmt, ...]) -> list[tuple[SharedTile, GlobalTile]]:
+    """(shared tile, global tile) of every copy of an operand's tile into shared memory in
+    `body` (nested statements included), in order: what a TMA pipeline loads instead."""
+    return [
+        (x.dst, x.src)
+        for x in walk(body)
+        if isinstance(x, Copy) and isinstance(x.dst, SharedTile) and isinstance(x.src, GlobalTile)
+    ]
 
 
 def global_side(copy: Copy) -> GlobalTile | None:

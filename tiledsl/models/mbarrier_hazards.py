@@ -61,7 +61,7 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import error
 from ..ir.expr import evaluate
-from ..ir.grid import block_tile, cluster_place, grid_vars, multicast_ranks, sharing_ranks
+from ..ir.grid import cluster_place, grid_vars, multicast_ranks, sharing_ranks, tile_steps
 from ..ir.nodes import (
     BLOCK_ELECTED,
     DTYPE_BYTES,
@@ -237,7 +237,7 @@ class _Block:
             for name, e in cluster_place(self.k).items():
                 env[name] = int(evaluate(e, env))
         if not self.k.persistent:
-            for name, e in block_tile(self.k).items():
+            for name, e in tile_steps(self.k).items():
                 env[name] = int(evaluate(e, env))
         return env
 
@@ -843,6 +843,15 @@ FIX_UP = (
 
 def _fix_up_barrier(s) -> bool:
     return isinstance(s, Barrier) and s.scope == "consumers"
+
+
+def proven(kernel: KernelIR) -> KernelIR:
+    """`kernel` with each handoff statement's decision (its `sync_report`) and, with `sync
+    minimal`, without the statements the proof holds without: what the passes that build
+    mbarrier pipelines return. TileError when the kernel fails the proof."""
+    decisions, removed = decide(kernel, remove=kernel.schedule.sync == "minimal")
+    body = map_body(kernel.body, lambda st: () if id(st) in removed else st)
+    return replace(kernel, body=body, sync_report=decisions)
 
 
 def _decide(kernel: KernelIR, statements: list, remove: bool):

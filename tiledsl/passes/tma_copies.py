@@ -30,7 +30,6 @@ from dataclasses import replace
 
 from ..ir.expr import Const, Var
 from ..ir.nodes import (
-    DTYPE_BYTES,
     K_BLOCKS,
     Barrier,
     BarrierRef,
@@ -46,6 +45,7 @@ from ..ir.nodes import (
     Wait,
     is_loop,
     map_body,
+    tile_loads,
 )
 from ..models import mbarrier_hazards
 
@@ -56,13 +56,13 @@ def tma_copies(kernel: KernelIR) -> KernelIR:
     def by_tma(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
         """A run of the block's copies into one slot: thread 0 announces their bytes on
         that slot's `full` barrier, then the TMA unit copies them."""
-        copies = [s for s in body if isinstance(s, Copy) and _block_copy(s)]
+        copies = [s for s in body if _block_copy(s)]
         if not copies:
             return body
-        tiles = _tiles(copies)
+        tiles = tile_loads(tuple(copies))
         bar = BarrierRef("full", tiles[0][0].slot)
         loads = [TmaLoad(d, g, bar) for d, g in tiles]
-        step_bytes = sum(_bytes(kernel, d) for d, _ in tiles)
+        step_bytes = sum(kernel.tile_bytes(d) for d, _ in tiles)
         first = body.index(copies[0])
         rest = tuple(s for s in body if not _block_copy(s))
         announce = ExpectTx(bar, step_bytes, "this step's tiles, by TMA")
@@ -90,9 +90,7 @@ def tma_copies(kernel: KernelIR) -> KernelIR:
             ),
         ),
     )
-    decisions, removed = mbarrier_hazards.decide(tma, remove=kernel.schedule.sync == "minimal")
-    body = map_body(tma.body, lambda st: () if id(st) in removed else st)
-    return replace(tma, body=body, sync_report=decisions)
+    return mbarrier_hazards.proven(tma)
 
 
 def _wait_before_compute(body: tuple[Stmt, ...], kt: Var, stages: Const) -> tuple[Stmt, ...]:
@@ -117,16 +115,3 @@ def _block_copy(stmt) -> bool:
         and isinstance(stmt.dst, SharedTile)
         and isinstance(stmt.src, GlobalTile)
     )
-
-
-def _tiles(copies: list[Copy]) -> list[tuple[SharedTile, GlobalTile]]:
-    """(shared tile, global tile) of each of the block's copies."""
-    out = []
-    for c in copies:
-        assert isinstance(c.dst, SharedTile) and isinstance(c.src, GlobalTile)
-        out.append((c.dst, c.src))
-    return out
-
-
-def _bytes(kernel: KernelIR, tile: SharedTile) -> int:
-    return tile.rows * tile.cols * DTYPE_BYTES[kernel.buffer(tile.buffer).dtype]

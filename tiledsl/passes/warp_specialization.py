@@ -116,7 +116,6 @@ from ..ir.grid import (
     tile_steps,
 )
 from ..ir.nodes import (
-    DTYPE_BYTES,
     K_BLOCKS,
     K_FRAGMENTS,
     TILES,
@@ -154,6 +153,7 @@ from ..ir.nodes import (
     is_loop,
     map_body,
     swizzle_panel,
+    tile_loads,
     walk,
 )
 from ..models import mbarrier_hazards
@@ -175,9 +175,9 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
             replace(src, origin=(_at_step(src.origin[0], k_loop), _at_step(src.origin[1], k_loop))),
             BarrierRef("full", slot),
         )
-        for dst, src in _prologue_copies(kernel.body[:position])
+        for dst, src in tile_loads(kernel.body[:position])
     ]
-    stage_bytes = sum(t.dst.rows * t.dst.cols * DTYPE_BYTES[_dtype(kernel, t)] for t in tiles)
+    stage_bytes = sum(kernel.tile_bytes(t.dst) for t in tiles)
     loads = tuple(_multicast_part(kernel, t) for t in tiles)
     step = Let("step", TL * k_loop.stop + Var(k_loop.var) if s.persistent else Var(k_loop.var))
     producer_tile = _producer(kernel, k_loop, step, loads, stage_bytes)
@@ -236,9 +236,7 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
     )
     # The pipeline's block barriers are gone: the handoffs order the roles' accesses, and
     # the proof says so (or refuses the kernel), with what each handoff statement prevents.
-    decisions, removed = mbarrier_hazards.decide(specialized, remove=s.sync == "minimal")
-    body = map_body(specialized.body, lambda st: () if id(st) in removed else st)
-    return replace(specialized, body=body, sync_report=decisions)
+    return mbarrier_hazards.proven(specialized)
 
 
 def _multicast_part(kernel: KernelIR, load: TmaLoad) -> TmaLoad:
@@ -589,15 +587,6 @@ def _copies(stmt: Stmt) -> bool:
     return any(isinstance(x, Copy) for x in walk((stmt,)))
 
 
-def _prologue_copies(body: tuple[Stmt, ...]) -> list[tuple[SharedTile, GlobalTile]]:
-    """The block copies of the pipeline's prologue (slot `s`, step `s`): one per tile."""
-    return [
-        (x.dst, x.src)
-        for x in walk(body)
-        if isinstance(x, Copy) and isinstance(x.dst, SharedTile) and isinstance(x.src, GlobalTile)
-    ]
-
-
 def _at_step(e: Expr, k_loop: For) -> Expr:
     """A prologue copy's coordinate (at step `s`) at the K loop's step instead."""
     return substitute(e, {"s": Var(k_loop.var)})
@@ -609,7 +598,3 @@ def _read_slot(stmt: Stmt, slot: Expr) -> Stmt:
     if isinstance(stmt, LoadFrag) and isinstance(stmt.src, SharedTile):
         return replace(stmt, src=replace(stmt.src, slot=slot))
     return stmt
-
-
-def _dtype(kernel: KernelIR, load: TmaLoad) -> str:
-    return kernel.buffer(load.dst.buffer).dtype

@@ -19,7 +19,7 @@ import graphviz
 import numpy as np
 
 from ..ir.expr import evaluate
-from ..ir.grid import block_tile, cluster_place
+from ..ir.grid import cluster_place, tile_steps
 from ..ir.nodes import (
     AsyncWait,
     Barrier,
@@ -108,7 +108,7 @@ def visiting_order(kernel: KernelIR, tiles_m: int, tiles_n: int) -> dict[str, np
         "ctiles_m": ctiles_m,
         "ctiles_n": ctiles_n,
     }
-    for name, expr in (cluster_place(kernel) | block_tile(kernel)).items():
+    for name, expr in (cluster_place(kernel) | tile_steps(kernel)).items():
         env[name] = np.broadcast_to(evaluate(expr, env), blocks.shape)
     return env
 
