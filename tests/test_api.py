@@ -167,8 +167,9 @@ def test_repr_shows_the_schedule_and_the_paths(hgemm) -> None:
         (
             lambda k, a, b: k(np.asfortranarray(a), b),
             "operand A is declared row-major (A: f16[M, K] row), but its strides (1, 64) (in "
-            "elements, shape (64, 32)) are not: tiledsl does not copy; pass "
-            "np.ascontiguousarray(...) of it, or declare A `col` if that is how it lies",
+            "elements, shape (64, 32)) are not: tiledsl does not copy unless asked; pass "
+            "np.ascontiguousarray(...) of it, call with copy=True, or declare A `col` if that "
+            "is how it lies",
         ),
         (
             lambda k, a, b: k(a, b, out=np.zeros((64, 63), np.float32)),
@@ -187,6 +188,12 @@ def test_repr_shows_the_schedule_and_the_paths(hgemm) -> None:
         (
             lambda k, a, b: k(a, b, D=a),
             "hgemm has no operand 'D'; its extras are: none",
+        ),
+        (
+            lambda k, a, b: k(a, b, alpha=2.0),
+            "hgemm takes no alpha at run time: alpha and beta are the schedule's constants "
+            "(`epilogue alpha 1.5, beta 0.5` in the file), compiled into the kernel; load a "
+            "file that writes the value",
         ),
     ],
 )
@@ -232,6 +239,53 @@ def test_a_file_that_does_not_compile_raises_its_diagnostics() -> None:
     assert "<string>:" in str(err.value)
 
 
+def test_copy_true_copies_what_is_not_laid_out_as_declared(hgemm) -> None:
+    """A column-major A (declared row) and an `out` that is a transposed view: refused
+    without copy=True; with it, copied in, computed, and written back into `out`."""
+    rng = np.random.default_rng(11)
+    a, b = ints(rng, (96, 40), order="F"), ints(rng, (40, 72))
+    out = np.full((72, 96), np.nan, np.float32).T  # shape (96, 72), columns contiguous
+    with pytest.raises(ArgumentError):
+        hgemm(a, b, out=out)
+    assert hgemm(a, b, out=out, copy=True) is out
+    assert np.array_equal(exact(out), exact(a) @ exact(b))
+    assert np.array_equal(exact(hgemm(a, b, copy=True)), exact(a) @ exact(b))
+
+
+def test_a_call_of_a_seen_signature_reuses_its_plan() -> None:
+    """The checks and the choice of kernel run once per signature (library, shape, type,
+    strides, device) of the arrays; a refused call leaves no plan behind."""
+    k = tiledsl.load(EXAMPLES / "hgemm.tile")
+    rng = np.random.default_rng(12)
+    a, b = ints(rng, (64, 32)), ints(rng, (32, 64))
+    k(a, b)
+    k(a + 1, b)
+    assert len(k._plans) == 1
+    with pytest.raises(ArgumentError):
+        k(a, b[:16])
+    assert len(k._plans) == 1
+    k(ints(rng, (32, 32)), b)
+    assert len(k._plans) == 2
+
+
+def test_a_gpu_call_takes_the_kernels_of_its_architecture() -> None:
+    """examples/main.tile has a kernel for sm_80 and one for sm_90: the interpreter takes
+    the first, a GPU the newest its architecture runs."""
+    k = tiledsl.load(EXAMPLES / "main.tile")
+    assert k.explain(4096, 4096, 4096).startswith("4096x4096x4096: main_ampere")
+    assert k.explain(4096, 4096, 4096, arch="sm_90").startswith("4096x4096x4096: main_hopper")
+    assert k.explain(4096, 4096, 4096, arch="sm_86").startswith("4096x4096x4096: main_ampere")
+
+
+def test_the_torch_operators_output_shape_follows_the_declarations() -> None:
+    from tiledsl.api.torch_ops import output_shape
+
+    g = tiledsl.load(EXAMPLES / "batched.tile", kernel="batched").gemm
+    assert output_shape(g, {"A": (3, 50, 20), "B": (20, 70)}) == (3, 50, 70)
+    g = tiledsl.load(EXAMPLES / "batched.tile", kernel="batched_all").gemm
+    assert output_shape(g, {"A": (3, 20, 50), "B": (3, 20, 70)}) == (3, 50, 70)
+
+
 # ---------------------------------------------------------------- on the GPU
 
 
@@ -275,3 +329,39 @@ def test_a_cpu_torch_tensor_is_refused(hgemm) -> None:
         "A is a torch tensor on the CPU: the kernel runs on the GPU (move it with .cuda()), "
         "or pass numpy arrays to run it in the interpreter"
     )
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU visible to CuPy")
+def test_gpu_errors_misalignment_and_copy(hgemm) -> None:
+    """A tensor whose data is not 16-byte aligned is refused by name; copy=True copies it
+    (and a transposed tensor) into place."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(13)
+    a, b = ints(rng, (128, 64)), ints(rng, (64, 128))
+    flat = torch.from_numpy(np.concatenate([[0], a.ravel()]).astype(np.float16)).cuda()
+    shifted = flat[1:].view(128, 64)  # 2 bytes past an aligned address
+    tb = torch.from_numpy(b).cuda()
+    with pytest.raises(ArgumentError) as err:
+        hgemm(shifted, tb)
+    assert str(err.value).startswith("A's data starts at 0x")
+    assert "not on a 16-byte boundary" in str(err.value)
+    c = hgemm(shifted, tb.t().contiguous().t(), copy=True)
+    assert torch.equal(c.cpu().double(), torch.from_numpy(exact(a) @ exact(b)))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU visible to CuPy")
+@pytest.mark.parametrize("size", [(4096, 4096, 4096), (1000, 4097, 1031), (1, 1, 1)])
+def test_main_tile_on_torch_takes_this_gpus_kernel(size) -> None:
+    """The README's main example on torch tensors: on an H200 the Hopper kernel (and its
+    guarded twin off the block tile), exact against the product in f64."""
+    torch = pytest.importorskip("torch")
+    k = tiledsl.load(EXAMPLES / "main.tile")
+    m, n, kk = size
+    rng = np.random.default_rng(14)
+    a, b = ints(rng, (m, kk)), ints(rng, (kk, n))
+    c = k(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda())
+    assert c.dtype == torch.float16 and c.shape == (m, n)
+    expected = exact(a) @ exact(b)
+    assert np.array_equal(exact(c.cpu().numpy()), expected.astype(np.float16).astype(np.float64))

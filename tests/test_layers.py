@@ -13,7 +13,8 @@ count too: they are the same dependency, only later; imports for the type checke
     7  driver                              the pipeline, end to end
     8  gpu                                 toolchain, runtime, cache, timing, baselines
     9  commands, tune, viz                 the command line's work
-    10 cli, __main__                       the front door
+    10 api, torch                          tiledsl.load and the torch operators
+    11 cli, __main__                       the front door
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ LAYERS = (
     {"driver"},
     {"gpu"},
     {"commands", "tune", "viz"},
-    {"api"},
+    {"api", "torch"},
     {"cli", "__main__"},
 )
 LAYER = {part: number for number, parts in enumerate(LAYERS) for part in parts}

@@ -4,6 +4,7 @@
     >>> result = tiledsl.compile_file("examples/hgemm.tile")
     >>> print(result.source[:40])
     >>> k = tiledsl.load("examples/hgemm.tile")     # a callable: C = k(A, B)
+    >>> op = tiledsl.torch.register(k)              # torch.ops.tiledsl.hgemm (imports torch)
 
 The data's path, one subpackage a stage: `frontend` (parse, read the directives, analyze,
 refuse what is not built) -> `lowering` (the naive IR) -> `passes` -> `emit` (CUDA or
@@ -18,3 +19,12 @@ from .api import ArgumentError, load
 from .driver import compile_file, compile_source, lower_file
 
 __all__ = ["ArgumentError", "compile_file", "compile_source", "load", "lower_file", "__version__"]
+
+
+def __getattr__(name: str):
+    """`tiledsl.torch` on first use: importing tiledsl does not import torch."""
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'tiledsl' has no attribute '{name}'")

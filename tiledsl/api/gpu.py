@@ -1,72 +1,71 @@
 """A loaded kernel's launch on CuPy arrays or torch tensors: the module built once (through
-the kernel cache), the launcher of each kernel once, the arrays passed as they are (torch
-through DLPack: the same memory), on the caller's current stream (torch's, or CuPy's)."""
+the kernel cache), the launcher of each kernel once, the operands passed by address (the
+same memory: no CuPy view is made of a torch tensor), on the caller's current stream
+(torch's for torch tensors, else CuPy's)."""
 
 from __future__ import annotations
 
-from .operands import ArgumentError, describe
+from .operands import ALIGNMENT, ArgumentError, misaligned_message
 
-#: The kernels' vector copies and TMA boxes read and write 16-byte aligned addresses.
-ALIGNMENT = 16
+#: CuPy's handle of each torch stream seen, by its address (made once: a call costs a
+#: dictionary lookup, not a new object).
+_STREAMS: dict[int, object] = {}
 
 
-def _as_cupy(array):
-    """A CuPy view of a CuPy array or a torch tensor (bf16 as 16-bit integers: CuPy has no
-    bfloat16, and the kernel sees only the address)."""
-    if describe(array).library == "cupy":
-        return array
-    import cupy
+def _torch_stream(device: int) -> object:
+    """torch's current stream on `device`, as an object CuPy's launch takes (its `ptr`)."""
     import torch
 
-    if array.dtype == torch.bfloat16:
-        array = array.view(torch.int16)
-    return cupy.from_dlpack(array)
+    get_raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # no Stream object made
+    handle = get_raw(device) if get_raw else torch.cuda.current_stream(device).cuda_stream
+    stream = _STREAMS.get(handle)
+    if stream is None:
+        stream = _STREAMS[handle] = _Handle(handle)
+    return stream
 
 
-def _stream(arrays):
-    """The stream to launch on: torch's current one for torch tensors, else CuPy's."""
-    import cupy
+class _Handle:
+    """A stream by its address: all that CuPy's launch reads of a stream."""
 
-    if any(describe(a).library == "torch" for a in arrays):
-        import torch
+    __slots__ = ("ptr",)
 
-        return cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
-    return cupy.cuda.get_current_stream()
+    def __init__(self, ptr: int):
+        self.ptr = ptr
 
 
-def run_on_gpu(owner, choice, arrays: dict, out) -> None:
-    """Launch `choice` (tiledsl.api.kernel.Choice) on the operands and `out`, on the stream
-    of the caller; `owner` (the Kernel) keeps the module and the launchers."""
-    from ..gpu import runtime
-    from ..ir.targets import build_arch
-
-    kernel, launch = choice.kernel, choice.launch
-    g = kernel.gemm
-    every = {**arrays, g.c.name: out}
-    for name, array in every.items():
-        pointer = describe(array).pointer
+def run_on_gpu(owner, plan, pointers: dict[str, int]) -> None:
+    """Launch `plan`'s kernel (tiledsl.api.kernel.Plan) on the operands and C at these
+    addresses (C's under its declared name), on the stream of the caller: torch's current
+    one for torch tensors, CuPy's for CuPy arrays. `owner` (the Kernel) keeps the module
+    and the launchers."""
+    for name, pointer in pointers.items():
         if pointer % ALIGNMENT:
-            raise ArgumentError(
-                f"{name}'s data starts at {pointer:#x}, not on a {ALIGNMENT}-byte boundary: "
-                f"the kernel's copies move {ALIGNMENT} bytes at a time (a slice of a larger "
-                "array does this; pass a copy of it)"
-            )
-    state = owner._gpu
-    if "module" not in state:
+            raise ArgumentError(misaligned_message(name, pointer))
+    choice = plan.choice
+    launcher = owner._gpu.get(choice.kernel.name)
+    if launcher is None:
+        launcher = owner._gpu[choice.kernel.name] = _launcher(owner, choice)
+    stream = _torch_stream(plan.device) if plan.library == "torch" else None
+    launcher.at(pointers, choice.sizes, stream)
+
+
+def _launcher(owner, choice):
+    """The launcher of `choice`'s kernel; the file's module is built (through the kernel
+    cache) at the first."""
+    from ..gpu import runtime
+
+    module = owner._gpu.get(".module")
+    if module is None:
+        from ..ir.targets import build_arch
+
         compiled = owner.compiled
         arch = build_arch(runtime.device_arch(), compiled.kernels)
         first = compiled.kernels[0]  # the module's key: the same whichever size came first
-        state["module"] = runtime.load(
+        module = owner._gpu[".module"] = runtime.load(
             compiled.source,
             arch,
             pipeline=first.passes,
             target=first.target.name,
-            name=f"{compiled.kernels[0].name}.cu",
+            name=f"{first.name}.cu",
         ).module
-        state["launchers"] = {}
-    launchers = state["launchers"]
-    if kernel.name not in launchers:
-        launchers[kernel.name] = runtime.launcher(state["module"], launch)
-    views = {name: _as_cupy(array) for name, array in every.items()}
-    with _stream(every.values()):
-        launchers[kernel.name](views, choice.sizes)
+    return runtime.launcher(module, choice.launch)

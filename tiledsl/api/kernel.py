@@ -24,11 +24,22 @@ import numpy as np
 
 from ..driver import Compiled, compile_file, compile_source
 from ..emit.launch import Launch
-from ..ir.dtypes import STORAGE, decode, encode
+from ..ir.dtypes import decode, encode
 from ..ir.expr import Const
 from ..ir.nodes import KernelIR
 from ..lowering.edges import needs_twin, variant
-from .operands import ArgumentError, ArrayView, bind, declared_shape, describe
+from .gpu import run_on_gpu
+from .operands import (
+    ArgumentError,
+    ArrayView,
+    address,
+    bind,
+    conformed,
+    declared_shape,
+    describe,
+    empty,
+    signature,
+)
 
 
 def load(path_or_text: str | Path, kernel: str | None = None, target: str | None = None):
@@ -57,6 +68,11 @@ def load(path_or_text: str | Path, kernel: str | None = None, target: str | None
     return Kernel(compiled, chosen)
 
 
+#: Plans a Kernel keeps (one per signature of the arrays it was called on) before it
+#: forgets them all: a bound on what a program of ever new shapes makes it hold.
+MAX_PLANS = 4096
+
+
 @dataclass(frozen=True)
 class Choice:
     """What runs a size: the kernel (the file's, or its guarded twin), its launch, its size
@@ -74,6 +90,13 @@ class Kernel:
     kernels: tuple[KernelIR, ...]
     # the GPU module, built at the first GPU call, and a launcher per kernel (api.gpu)
     _gpu: dict = field(default_factory=dict, repr=False)
+    # a Plan per signature of the arrays a call was given (tiledsl.api.operands)
+    _plans: dict = field(default_factory=dict, repr=False)
+    # the names of the epilogue's operands, which a call passes by keyword
+    _extra_names: frozenset = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._extra_names = frozenset(op.name for op in self.gemm.extras)
 
     @property
     def gemm(self):
@@ -102,14 +125,20 @@ class Kernel:
         return self.compiled.launches[self.compiled.kernels.index(k)]
 
     # ------------------------------------------------------------ choosing a kernel
-    def choose(self, m: int, n: int, k: int, batch: int = 1) -> Choice:
+    def choose(self, m: int, n: int, k: int, batch: int = 1, arch: str | None = None) -> Choice:
         """The kernel (the file's, or its guarded twin) that runs M x N x K, its launch, its
-        size parameters and why it was chosen; ArgumentError when none can."""
+        size parameters and why it was chosen; ArgumentError when none can. With `arch` (a
+        GPU's, e.g. "sm_90"), of a file whose kernels target several architectures, only
+        the kernels of the newest one that GPU runs are candidates (tiledsl run's rule)."""
         from ..commands.run import SizeError, check_size
 
         size = (m, n, k)
+        candidates = self.kernels
+        if arch is not None:
+            offered = self.compiled.for_device(arch)
+            candidates = tuple(kern for kern in self.kernels if kern in offered) or candidates
         covering, why_not, params = [], [], {}
-        for kern in self.kernels:
+        for kern in candidates:
             try:
                 params[kern.name] = check_size(kern, size, batch)
             except SizeError as err:
@@ -129,7 +158,7 @@ class Kernel:
                 f"{chosen.name}'s guarded twin {run.name}: {m}x{n}x{k} is not a multiple of "
                 f"its block tile {'x'.join(map(str, chosen.schedule.block))}"
             )
-        elif len(self.kernels) > 1:
+        elif len(candidates) > 1:
             why = (
                 f"{chosen.name}: the first kernel of the file that covers {m}x{n}x{k} "
                 "without its guarded twin"
@@ -138,9 +167,10 @@ class Kernel:
             why = f"{chosen.name} itself"
         return Choice(run, launch, params[chosen.name], why)
 
-    def explain(self, m: int, n: int, k: int, batch: int = 1) -> str:
-        """Which kernel M x N x K takes, why, and its grid."""
-        c = self.choose(m, n, k, batch)
+    def explain(self, m: int, n: int, k: int, batch: int = 1, arch: str | None = None) -> str:
+        """Which kernel M x N x K takes (on a GPU of `arch`, e.g. "sm_90": see choose), why,
+        and its grid."""
+        c = self.choose(m, n, k, batch, arch)
         launch = c.launch
         return (
             f"{m}x{n}x{k}: {c.why}; {launch.blocks(c.sizes)} block tile(s) of "
@@ -150,7 +180,55 @@ class Kernel:
         )
 
     # ------------------------------------------------------------ the call
-    def __call__(self, *args, out=None, **extras):
+    def __call__(self, *args, out=None, copy: bool = False, **extras):
+        """C = A B (and the epilogue) on the arrays: a new C, or `out`. Arrays that are not
+        laid out as declared (or, on the GPU, not 16-byte aligned) are refused, unless
+        `copy=True`, which copies them (and writes a copied `out` back)."""
+        g = self.gemm
+        if len(args) != 2 or extras.keys() != self._extra_names:
+            self._operands(args, extras)  # says what is wrong with the call
+        if out is None and g.accumulate:
+            raise ArgumentError(
+                f"{g.text} reads {g.c.name}: pass out={g.c.name} (it is added to, in place)"
+            )
+        arrays = {g.a.name: args[0], g.b.name: args[1], **extras}
+        given = out
+        if copy:
+            arrays = {name: conformed(a, g.operand(name)) for name, a in arrays.items()}
+            if out is not None:
+                out = conformed(out, g.c)
+        # what was checked for arrays of these types, shapes and layouts is not checked
+        # again: a call of a seen signature looks its plan up, and reads the addresses
+        signed = [signature(a) for a in arrays.values()]
+        out_signed = signature(out) if out is not None else None
+        key = (*(sig for sig, _ in signed), out_signed[0] if out_signed else None)
+        plan = self._plans.get(key)
+        if plan is None:
+            views = {name: describe(a) for name, a in arrays.items()}
+            plan = self._plan(views, describe(out) if out is not None else None)
+            if len(self._plans) >= MAX_PLANS:
+                self._plans.clear()
+            self._plans[key] = plan
+        if out is None:
+            out = empty(plan.library, plan.out_shape, g.c, max(plan.device, 0))
+            out_pointer = address(out, plan.library)
+        else:
+            assert out_signed is not None
+            out_pointer = out_signed[1]
+        if plan.on_gpu:
+            pointers = dict(zip(arrays, (pointer for _, pointer in signed), strict=True))
+            pointers[g.c.name] = out_pointer
+            run_on_gpu(self, plan, pointers)
+        else:
+            _run_in_interpreter(plan.choice, arrays, out, plan.size, plan.batch)
+        if given is not None and out is not given:  # copy=True made a copy of `out`
+            _write_back(given, out)
+            return given
+        return out
+
+    def _operands(self, args: tuple, extras: dict) -> dict:
+        """The call's operands by name (A, B, then the epilogue's vectors), or ArgumentError
+        when the call does not name them as the file declares them."""
         g = self.gemm
         if len(args) != 2:
             raise ArgumentError(
@@ -161,6 +239,13 @@ class Kernel:
             )
         names = {op.name for op in g.extras}
         unknown = sorted(set(extras) - names)
+        scalars = [word for word in ("alpha", "beta") if word in unknown]
+        if scalars:
+            raise ArgumentError(
+                f"{self.kernels[0].name} takes no {scalars[0]} at run time: alpha and beta are "
+                f"the schedule's constants (`epilogue alpha 1.5, beta 0.5` in the file), "
+                "compiled into the kernel; load a file that writes the value"
+            )
         if unknown:
             raise ArgumentError(
                 f"{self.kernels[0].name} has no operand '{unknown[0]}'; its extras are: "
@@ -171,88 +256,69 @@ class Kernel:
             raise ArgumentError(
                 f"{self.kernels[0].name}'s epilogue reads {missing[0]}: pass {missing[0]}=..."
             )
-        arrays = {g.a.name: args[0], g.b.name: args[1], **extras}
-        if g.accumulate and out is None:
-            raise ArgumentError(
-                f"{g.text} reads {g.c.name}: pass out={g.c.name} (it is added to, in place)"
-            )
-        views = {name: describe(a) for name, a in arrays.items()}
-        out_view = describe(out) if out is not None else None
-        every = [*views.values(), *([out_view] if out_view is not None else [])]
-        cpu_tensors = [name for name, v in views.items() if v.library == "torch" and not v.on_gpu]
-        if cpu_tensors or (
-            out_view is not None and out_view.library == "torch" and not out_view.on_gpu
-        ):
-            name = cpu_tensors[0] if cpu_tensors else g.c.name
-            raise ArgumentError(
-                f"{name} is a torch tensor on the CPU: the kernel runs on the GPU (move it "
-                "with .cuda()), or pass numpy arrays to run it in the interpreter"
-            )
-        places = {v.on_gpu for v in every}
-        if len(places) > 1:
+        return {g.a.name: args[0], g.b.name: args[1], **extras}
+
+    def _plan(self, views: dict[str, ArrayView], out_view: ArrayView | None) -> Plan:
+        """Every check of the arrays against the declarations, and the kernel their size
+        takes; ArgumentError naming the operand when they do not fit."""
+        g = self.gemm
+        every = {**views, **({g.c.name: out_view} if out_view is not None else {})}
+        for name, v in every.items():
+            if v.library == "torch" and not v.on_gpu:
+                raise ArgumentError(
+                    f"{name} is a torch tensor on the CPU: the kernel runs on the GPU (move "
+                    "it with .cuda()), or pass numpy arrays to run it in the interpreter"
+                )
+        if len({v.on_gpu for v in every.values()}) > 1:
             where = ", ".join(
-                f"{name} on the {'GPU' if v.on_gpu else 'CPU'}"
-                for name, v in [*views.items(), *([(g.c.name, out_view)] if out_view else [])]
+                f"{name} on the {'GPU' if v.on_gpu else 'CPU'}" for name, v in every.items()
             )
             raise ArgumentError(f"the operands must all be on the GPU or all on the CPU: {where}")
+        devices = {v.device for v in every.values()}
+        if devices != {-1}:
+            import cupy
+
+            current = int(cupy.cuda.Device().id)  # where CuPy, which launches, launches
+            if devices != {current}:
+                where = ", ".join(f"{name} on GPU {v.device}" for name, v in every.items())
+                raise ArgumentError(
+                    f"the operands must be on the GPU the kernel launches on, CuPy's current "
+                    f"device ({current}): {where} (call under cupy.cuda.Device(i))"
+                )
         dims = bind(g, views, out_view)
         m, n, k = (_value(e, dims) for e in (g.m, g.n, g.k))
         batch = _value(g.batch, dims) if g.batch is not None else 1
-        choice = self.choose(m, n, k, batch)
-        if out is None:
-            shape = declared_shape(g.c, dims)
-            assert shape is not None  # every name of C is one of A's or B's
-            out = _empty_like(every[0], shape, g.c)
-        if places == {True}:
-            from .gpu import run_on_gpu
+        shape = declared_shape(g.c, dims)
+        assert shape is not None  # every name of C is one of A's or B's
+        first = views[g.a.name]
+        arch = None
+        if first.on_gpu:
+            from ..gpu.runtime import device_arch
 
-            run_on_gpu(self, choice, arrays, out)
-        else:
-            _run_in_interpreter(choice, arrays, out, (m, n, k), batch)
-        return out
+            arch = device_arch()
+        choice = self.choose(m, n, k, batch, arch)
+        return Plan(choice, shape, (m, n, k), batch, first.library, first.device)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a call on arrays of one signature runs: the kernel, C's shape, the size."""
+
+    choice: Choice
+    out_shape: tuple[int, ...]
+    size: tuple[int, int, int]
+    batch: int
+    library: str  # of the operands: "numpy", "cupy" or "torch"
+    device: int  # the GPU's ordinal (-1: the CPU, the interpreter)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device >= 0
 
 
 def _value(e, dims: dict[str, int]) -> int:
     """A declared dimension's value: a literal, or the size the arrays gave its name."""
     return e.value if isinstance(e, Const) else dims[e.name]
-
-
-def _numpy_dtype(dtype: str):
-    """numpy's dtype of a declared type (bf16: ml_dtypes', which numpy lacks)."""
-    if dtype != "bf16":
-        return np.dtype(STORAGE[dtype])
-    try:
-        import ml_dtypes
-    except ImportError:
-        raise ArgumentError(
-            "numpy has no bfloat16: install ml_dtypes (its bfloat16 arrays are taken), or "
-            "call the kernel on torch tensors"
-        ) from None
-    return np.dtype(ml_dtypes.bfloat16)
-
-
-def _empty_like(view: ArrayView, shape: tuple[int, ...], op) -> object:
-    """A new C for the call, in the library and on the device of the inputs, laid out as
-    declared (column-major: each matrix's columns contiguous)."""
-    op = op.declared
-    order: Literal["C", "F"] = "C" if op.layout == "row" else "F"
-    if view.library == "numpy":
-        if op.layout == "col" and len(shape) == 3:
-            return np.empty((shape[0], shape[2], shape[1]), _numpy_dtype(op.dtype)).swapaxes(1, 2)
-        return np.empty(shape, _numpy_dtype(op.dtype), order=order)
-    if view.library == "cupy":
-        import cupy
-
-        if op.layout == "col" and len(shape) == 3:
-            return cupy.empty((shape[0], shape[2], shape[1]), STORAGE[op.dtype]).swapaxes(1, 2)
-        return cupy.empty(shape, STORAGE[op.dtype], order=order)
-    import torch
-
-    dtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[op.dtype]
-    if op.layout == "row":
-        return torch.empty(shape, dtype=dtype, device="cuda")
-    flipped = (*shape[:-2], shape[-1], shape[-2])
-    return torch.empty(flipped, dtype=dtype, device="cuda").transpose(-1, -2)
 
 
 def _storage(array, op) -> np.ndarray:
@@ -266,6 +332,14 @@ def _storage(array, op) -> np.ndarray:
     if op.dtype == "bf16":
         return encode(flat.astype(np.float32), "bf16")
     return flat.copy()
+
+
+def _write_back(given, result) -> None:
+    """`result` into the caller's `out` (copy=True computed into a conformed copy of it)."""
+    if describe(given).library == "torch":
+        given.copy_(result)
+    else:
+        given[...] = result
 
 
 def _run_in_interpreter(choice: Choice, arrays: dict, out, size, batch: int) -> None:

@@ -15,7 +15,11 @@ says what would fit (`.contiguous()`, `np.ascontiguousarray`, or the other layou
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Literal
 
+import numpy as np
+
+from ..ir.dtypes import STORAGE
 from ..ir.expr import Const, Var
 from ..ir.gemm import Gemm, OperandInfo
 
@@ -29,6 +33,10 @@ _DTYPE_NAMES = {
     "torch.bfloat16": "bf16",
     "torch.float32": "f32",
 }
+
+
+#: The kernels' vector copies and TMA boxes read and write 16-byte aligned addresses.
+ALIGNMENT = 16
 
 
 class ArgumentError(ValueError):
@@ -46,6 +54,13 @@ class ArrayView:
     strides: tuple[int, ...]  # in elements
     on_gpu: bool
     pointer: int  # the first element's address (0 for numpy: the interpreter copies)
+    device: int = -1  # the GPU's ordinal (-1: the CPU)
+
+    @property
+    def signature(self) -> tuple:
+        """All of the view but the address: two arrays of one signature pass or fail the
+        declaration's checks alike (the address's alignment is checked at every call)."""
+        return (self.library, self.shape, self.dtype, self.strides, self.device)
 
     @property
     def element(self) -> str | None:
@@ -78,6 +93,43 @@ def _dense(shape: tuple[int, ...], strides: tuple[int, ...], unit: int = 1) -> b
     return True
 
 
+#: Each array type's library, by its module's first name (looked up once per type).
+_LIBRARIES: dict[type, str] = {}
+
+
+def _library(kind: type) -> str:
+    library = _LIBRARIES.get(kind)
+    if library is None:
+        library = _LIBRARIES[kind] = kind.__module__.split(".")[0]
+    return library
+
+
+def signature(array) -> tuple[tuple, int]:
+    """What a call's plan is keyed by (the library, shape, dtype, strides and device: all
+    that the declaration's checks look at), and the data's address, read as cheaply as the
+    library allows: the per-call part of a call."""
+    library = _library(type(array))
+    if library == "torch":
+        return (
+            (library, array.shape, array.dtype, array.stride(), array.device),
+            array.data_ptr(),
+        )
+    if library == "cupy":
+        memory = array.data
+        return (library, array.shape, array.dtype, array.strides, memory.device_id), memory.ptr
+    if library == "numpy":
+        return (library, array.shape, array.dtype, array.strides), 0
+    describe(array)  # raises: not an array tiledsl takes
+    raise AssertionError("unreachable")
+
+
+def address(array, library: str) -> int:
+    """The data's address of an array of `library` (0 for numpy: the interpreter copies)."""
+    if library == "torch":
+        return array.data_ptr()
+    return array.data.ptr if library == "cupy" else 0
+
+
 def describe(array) -> ArrayView:
     """The view of a numpy, CuPy or torch array; ArgumentError for anything else."""
     module = type(array).__module__.split(".")[0]
@@ -100,6 +152,7 @@ def describe(array) -> ArrayView:
             tuple(s // size for s in array.strides),
             True,
             int(array.data.ptr),
+            int(array.device.id),
         )
     if module == "torch":
         return ArrayView(
@@ -109,10 +162,20 @@ def describe(array) -> ArrayView:
             tuple(array.stride()),
             array.device.type == "cuda",
             int(array.data_ptr()),
+            array.device.index if array.device.type == "cuda" else -1,
         )
     raise ArgumentError(
         f"a {type(array).__name__} is not an array tiledsl takes: pass a numpy array (the "
         "interpreter), a CuPy array or a torch tensor (the GPU)"
+    )
+
+
+def misaligned_message(name: str, pointer: int) -> str:
+    """Why an operand at `pointer` (not 16-byte aligned) cannot be handed to a kernel."""
+    return (
+        f"{name}'s data starts at {pointer:#x}, not on a {ALIGNMENT}-byte boundary: "
+        f"the kernel's copies move {ALIGNMENT} bytes at a time (a slice of a larger "
+        "array does this; pass a copy of it, or call with copy=True)"
     )
 
 
@@ -172,8 +235,8 @@ def check_operand(op: OperandInfo, view: ArrayView, dims: dict[str, int], role: 
         raise ArgumentError(
             f"{role} {op.name} is declared {op.layout}-major ({declared}), but its strides "
             f"{view.strides} (in elements, shape {view.shape}) are not: tiledsl does not "
-            f"copy; pass {fix}(...) of it, or declare {op.name} `{other}` if that is how "
-            "it lies"
+            f"copy unless asked; pass {fix}(...) of it, call with copy=True, or declare "
+            f"{op.name} `{other}` if that is how it lies"
         )
 
 
@@ -192,3 +255,76 @@ def bind(gemm: Gemm, arrays: dict[str, ArrayView], out: ArrayView | None) -> dic
     if out is not None:
         check_operand(gemm.c, out, dims, "out")
     return dims
+
+
+def numpy_dtype(dtype: str):
+    """numpy's dtype of a declared type (bf16: ml_dtypes', which numpy lacks)."""
+    if dtype != "bf16":
+        return np.dtype(STORAGE[dtype])
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise ArgumentError(
+            "numpy has no bfloat16: install ml_dtypes (its bfloat16 arrays are taken), or "
+            "call the kernel on torch tensors"
+        ) from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def empty(library: str, shape: tuple[int, ...], op, device: int = 0) -> Any:
+    """A new array of `op` (C, or a copy of an operand), in `library` (on GPU `device` for
+    torch), laid out as declared (column-major: each matrix's columns contiguous)."""
+    op = op.declared
+    order: Literal["C", "F"] = "C" if op.layout == "row" else "F"
+    if library == "numpy":
+        if op.layout == "col" and len(shape) == 3:
+            return np.empty((shape[0], shape[2], shape[1]), numpy_dtype(op.dtype)).swapaxes(1, 2)
+        return np.empty(shape, numpy_dtype(op.dtype), order=order)
+    if library == "cupy":
+        import cupy
+
+        if op.layout == "col" and len(shape) == 3:
+            return cupy.empty((shape[0], shape[2], shape[1]), STORAGE[op.dtype]).swapaxes(1, 2)
+        return cupy.empty(shape, STORAGE[op.dtype], order=order)
+    import torch
+
+    dtype, where = _torch_types(op.dtype, device)
+    if op.layout == "row":
+        return torch.empty(shape, dtype=dtype, device=where)
+    flipped = (*shape[:-2], shape[-1], shape[-2])
+    return torch.empty(flipped, dtype=dtype, device=where).transpose(-1, -2)
+
+
+#: torch's dtype and device objects by (declared type, GPU), made once: torch.empty parses
+#: a device given as a string at every call
+_TORCH_TYPES: dict[tuple[str, int], tuple] = {}
+
+
+def _torch_types(dtype: str, device: int) -> tuple:
+    found = _TORCH_TYPES.get((dtype, device))
+    if found is None:
+        import torch
+
+        kind = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dtype]
+        found = _TORCH_TYPES[dtype, device] = (kind, torch.device("cuda", device))
+    return found
+
+
+def conformed(array, op: OperandInfo):
+    """`array`, or a copy of it laid out as `op` declares (and, on the GPU, 16-byte aligned,
+    as every fresh allocation is): what `copy=True` passes. An array whose type or rank is
+    not the declaration's is returned as it is, for the checks to name what is wrong."""
+    view = describe(array)
+    declared = op.declared
+    if view.element != declared.dtype or len(view.shape) != len(declared.all_dims):
+        return array
+    if view.contiguous(declared.layout) and not (view.on_gpu and view.pointer % ALIGNMENT):
+        return array
+    if view.library == "torch" and not view.on_gpu:
+        return array  # refused with its message: the kernels run on the GPU
+    copy = empty(view.library, view.shape, op, max(view.device, 0))
+    if view.library == "torch":
+        copy.copy_(array)
+    else:
+        copy[...] = array
+    return copy

@@ -285,49 +285,109 @@ def resident_clusters(fn, launch: Launch) -> int:
     return int(count)
 
 
-def launcher(module, launch: Launch):
-    """A function (arrays, sizes) -> None that launches the kernel once, asynchronously.
+def launcher(module, launch: Launch) -> Launcher:
+    """A callable (arrays, sizes) -> None that launches the kernel once, asynchronously, on
+    CuPy's current stream; `.at(pointers, sizes, stream)` launches it on raw addresses (what
+    tiledsl.load does with torch tensors, without making CuPy views of them)."""
+    return Launcher(module, launch)
 
-    A `copy tma` kernel's tensor maps are encoded from the arrays (`tensor_maps.encode`,
-    cached, so a timing loop encodes each once); a persistent launch reads the device's
-    multiprocessor count here, once.
+
+#: Argument tuples a Launcher keeps (by addresses and sizes) before it forgets them all.
+MAX_BUILT = 1024
+
+#: The kinds of a kernel parameter, as the launcher fills it at each call.
+_POINTER, _SIZE, _MAP, _SCRATCH = "pointer", "size", "map", "scratch"
+
+
+class Launcher:
+    """One kernel of a loaded module, ready to launch. Everything that does not depend on
+    the call is found once, here: the function and its dynamic shared memory, the
+    multiprocessor count of a persistent launch, stream-K's scratch, each parameter's kind.
+
+    A `copy tma` kernel's tensor maps are encoded from the arrays' addresses
+    (`tensor_maps.encode`, cached, so a timing loop encodes each once).
     """
-    import cupy
 
-    fn = module.get_function(launch.kernel)
-    if launch.smem_bytes > 48 * 1024:
-        fn.max_dynamic_shared_size_bytes = launch.smem_bytes
-    sms = multiprocessor_count() if launch.persistent else None
-    if sms is not None and launch.cluster_size > 1:  # the blocks of the resident clusters
-        sms = min(sms, resident_clusters(fn, launch) * launch.cluster_size)
-    maps = {spec.param: spec for spec in launch.tensor_maps}
-    if maps:
-        tensor_maps.driver()  # a missing cuda-bindings is reported before the first launch
-    # stream-K's partial sums and flags, for every block the grid can hold, made once: the
-    # flags start at zero and every launch leaves them so
-    scratch = {}
-    if launch.stream_k:
-        blocks = sms or 0
-        scratch = {
-            "workspace": cupy.empty(blocks * launch.partial_floats, cupy.float32),
-            "flags": cupy.zeros(blocks, cupy.uint32),
-        }
+    def __init__(self, module, launch: Launch):
+        import cupy
 
-    def run(arrays: dict, sizes: dict[str, int]) -> None:
-        args = []
-        for name, ctype in launch.args:
-            if ctype == TENSOR_MAP_CTYPE:
-                spec = maps[name]
-                args.append(tensor_maps.encode(spec, arrays[spec.operand].data.ptr, sizes))
-            elif name in scratch:
-                args.append(scratch[name])
+        self.launch = launch
+        self.raw = module.get_function(launch.kernel)  # CuPy's RawKernel
+        if launch.smem_bytes > 48 * 1024:
+            self.raw.max_dynamic_shared_size_bytes = launch.smem_bytes
+        # the RawKernel's CUDA function, which takes a stream (the RawKernel launches on
+        # CuPy's current one only)
+        self.fn = getattr(self.raw, "kernel", None)
+        sms = multiprocessor_count() if launch.persistent else None
+        if sms is not None and launch.cluster_size > 1:  # the blocks of the resident clusters
+            sms = min(sms, resident_clusters(self.raw, launch) * launch.cluster_size)
+        self.sms = sms
+        self.maps = {spec.param: spec for spec in launch.tensor_maps}
+        if self.maps:
+            tensor_maps.driver()  # a missing cuda-bindings is reported before the first launch
+        # stream-K's partial sums and flags, for every block the grid can hold, made once:
+        # the flags start at zero and every launch leaves them so (launches that may overlap
+        # -- on two streams at once -- need a launcher each)
+        self.scratch = {}
+        if launch.stream_k:
+            blocks = sms or 0
+            self.scratch = {
+                "workspace": cupy.empty(blocks * launch.partial_floats, cupy.float32),
+                "flags": cupy.zeros(blocks, cupy.uint32),
+            }
+        self.params = [
+            (
+                _MAP
+                if ctype == TENSOR_MAP_CTYPE
+                else _SCRATCH
+                if name in self.scratch
+                else _POINTER
+                if ctype.endswith("*")
+                else _SIZE,
+                name,
+            )
+            for name, ctype in launch.args
+        ]
+        self._block, self._shared = (launch.threads,), launch.smem_bytes
+        # the grid and the arguments (tensor maps encoded) by the addresses and sizes they
+        # were built for: a launch on operands seen before only looks them up
+        self._built: dict[tuple, tuple] = {}
+
+    def __call__(self, arrays: dict, sizes: dict[str, int]) -> None:
+        """Launch on CuPy arrays, on CuPy's current stream."""
+        self.at({name: int(a.data.ptr) for name, a in arrays.items()}, sizes)
+
+    def at(self, pointers: dict[str, int], sizes: dict[str, int], stream=None) -> None:
+        """Launch on the operands at these device addresses, on `stream` (an object whose
+        `ptr` is the stream's address, as CuPy's streams; None: CuPy's current one)."""
+        key = (*pointers.values(), *sizes.values())
+        built = self._built.get(key)
+        if built is None:  # the grid and the arguments of these addresses and sizes, once
+            if len(self._built) >= MAX_BUILT:
+                self._built.clear()
+            built = self._built[key] = self._build(pointers, sizes)
+        grid, args = built
+        if self.fn is not None:
+            self.fn(grid, self._block, args, self._shared, stream)
+        elif stream is None:
+            self.raw(grid, self._block, args, shared_mem=self._shared)
+        else:
+            with stream:
+                self.raw(grid, self._block, args, shared_mem=self._shared)
+
+    def _build(self, pointers: dict[str, int], sizes: dict[str, int]) -> tuple:
+        """The grid and the argument tuple of a launch (tensor maps encoded here)."""
+        import numpy as np
+
+        args: list = []
+        for kind, name in self.params:
+            if kind is _POINTER:
+                args.append(np.uint64(pointers[name]))
+            elif kind is _SIZE:
+                args.append(np.int32(sizes[name]))
+            elif kind is _MAP:
+                spec = self.maps[name]
+                args.append(tensor_maps.encode(spec, pointers[spec.operand], sizes))
             else:
-                args.append(arrays[name] if ctype.endswith("*") else cupy.int32(sizes[name]))
-        fn(
-            launch.grid_dims(sizes, sms),
-            (launch.threads,),
-            tuple(args),
-            shared_mem=launch.smem_bytes,
-        )
-
-    return run
+                args.append(self.scratch[name])
+        return self.launch.grid_dims(sizes, self.sms), tuple(args)

@@ -1,0 +1,132 @@
+"""`tiledsl.torch.register`: a loaded kernel as a torch custom operator, eager, inside
+`torch.compile(fullgraph=True)` (no graph break: the fake implementation gives C's shape,
+type and layout) and captured in a CUDA graph. Needs torch and a GPU: skipped without."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tiledsl
+from tiledsl.api import ArgumentError
+from tiledsl.gpu.runtime import gpu_available
+
+torch = pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU visible to CuPy"),
+]
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def ints(seed, shape):
+    """Integers in [-2, 2] as f16 on the GPU: every product and sum exact."""
+    rng = np.random.default_rng(seed)
+    return torch.from_numpy(rng.integers(-2, 3, shape).astype(np.float16)).cuda()
+
+
+def exact(a, b):
+    return a.double() @ b.double()
+
+
+@pytest.fixture(scope="module")
+def hgemm_op():
+    return tiledsl.torch.register(EXAMPLES / "hgemm.tile", "test_hgemm")
+
+
+def test_the_op_runs_eagerly(hgemm_op) -> None:
+    a, b = ints(1, (200, 96)), ints(2, (96, 136))
+    c = hgemm_op(a, b)
+    assert c.dtype == torch.float32 and c.shape == (200, 136)
+    assert torch.equal(c.double(), exact(a, b))
+    assert torch.ops.tiledsl.test_hgemm(a, b).shape == (200, 136)
+
+
+def test_the_op_compiles_into_one_graph(hgemm_op) -> None:
+    """fullgraph=True fails on any graph break; the compiled module equals eager torch."""
+
+    class Block(torch.nn.Module):
+        def forward(self, x, w):
+            return torch.relu(hgemm_op(x, w)) * 2 + 1
+
+    compiled = torch.compile(Block(), fullgraph=True)
+    for m in (128, 96):  # a second shape: a recompile, still one graph
+        x, w = ints(3 + m, (m, 64)), ints(4, (64, 256))
+        y = compiled(x, w)
+        assert torch.equal(y.double(), torch.relu(exact(x, w)) * 2 + 1)
+
+
+def test_the_op_is_captured_by_a_cuda_graph(hgemm_op) -> None:
+    x, w = ints(5, (256, 128)), ints(6, (128, 256))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up: the module, the launcher, the plan
+        hgemm_op(x, w)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = hgemm_op(x, w)
+    x.copy_(ints(7, (256, 128)))  # new values in the captured input
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y.double(), exact(x, w))
+
+
+def test_a_c_plus_equals_op_adds_in_place() -> None:
+    text = (EXAMPLES / "hgemm.tile").read_text()
+    text = text.replace("kernel hgemm", "kernel hgemm_acc").replace(
+        "C[m, n] = A[m, k] * B[k, n]", "C[m, n] += A[m, k] * B[k, n]"
+    )
+    op = tiledsl.torch.register(text, "test_hgemm_acc")
+    a, b = ints(8, (128, 64)), ints(9, (64, 128))
+    c = torch.ones((128, 128), dtype=torch.float32, device="cuda")
+    assert op(a, b, c) is None
+    assert torch.equal(c.double(), exact(a, b) + 1)
+
+    @torch.compile(fullgraph=True)
+    def twice(a, b, c):
+        op(a, b, c)
+        op(a, b, c)
+        return c
+
+    c = torch.zeros((128, 128), dtype=torch.float32, device="cuda")
+    assert torch.equal(twice(a, b, c).double(), 2 * exact(a, b))
+
+
+def test_the_hopper_kernel_as_an_op_under_compile() -> None:
+    """examples/main.tile on this GPU (the Hopper kernel on an H200), f16 C, off the block
+    tile (the guarded twin) and on it."""
+    op = tiledsl.torch.register(EXAMPLES / "main.tile", "test_main")
+    f = torch.compile(lambda a, b: op(a, b).float().sum(dim=1), fullgraph=True)
+    for m, n, k in ((256, 512, 128), (300, 520, 136)):
+        a, b = ints(10, (m, k)), ints(11, (k, n))
+        expected = exact(a, b).half().float().sum(dim=1)
+        assert torch.equal(f(a, b), expected)
+
+
+def test_a_name_is_bound_to_one_kernel(hgemm_op) -> None:
+    assert tiledsl.torch.register(hgemm_op_kernel(), "test_hgemm_again") is not None
+    with pytest.raises(ArgumentError) as err:
+        tiledsl.torch.register(EXAMPLES / "hgemm.tile", "test_hgemm")
+    assert str(err.value).startswith("torch.ops.tiledsl.test_hgemm is another kernel already")
+
+
+def hgemm_op_kernel():
+    return tiledsl.load(EXAMPLES / "hgemm.tile")
+
+
+def test_the_mlp_example_checks_itself(tmp_path) -> None:
+    """examples/python/mlp.py at a small size: its check against float64 passes (it exits 1
+    otherwise) and its numbers are written."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "mlp.json"
+    script = EXAMPLES / "python" / "mlp.py"
+    small = ["--tokens", "200", "--hidden", "512", "--intermediate", "1024", "--iterations", "2"]
+    subprocess.run([sys.executable, str(script), *small, "--json", str(out)], check=True)
+    assert json.loads(out.read_text())["check"] == "PASS"
