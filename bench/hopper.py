@@ -37,6 +37,7 @@ from best import ROOT, default_out
 from tiledsl.commands import bench
 from tiledsl.commands.run import parse_size
 from tiledsl.gpu.runtime import device_info
+from tiledsl.gpu.timing import DATA_KINDS
 
 HOPPER = ROOT / "examples" / "hopper"
 LLAMA = [
@@ -168,10 +169,17 @@ def main() -> None:
     p.add_argument(
         "--bf16", action="store_true", help="also time each schedule with bf16 A, B and C"
     )
+    p.add_argument(
+        "--data",
+        choices=DATA_KINDS,
+        default="ints",
+        help="what the timed operands hold: integers in [-2, 2] (default) or standard normal "
+        "values (a model's: more power, a lower clock; the rows are checked on both either way)",
+    )
     args = p.parse_args()
     files = ([] if args.only else sorted(HOPPER.glob("*.tile"))) + [Path(f) for f in args.files]
     sizes = [parse_size(s) for s in (args.size or SIZES)]
-    settings = bench.Settings(repeat=args.repeat, warmup=5)
+    settings = bench.Settings(repeat=args.repeat, warmup=5, data=args.data)
     entries = [(f.stem, str(f)) for f in files]
     if args.bf16:
         folder = Path(tempfile.mkdtemp(prefix="hopper-bf16-"))

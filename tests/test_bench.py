@@ -59,6 +59,14 @@ def test_operand_sets_are_small_integers_in_f16() -> None:
     assert not np.array_equal(sets[0][0], sets[1][0])  # distinct sets, or no rotation
 
 
+def test_operand_sets_of_normal_values() -> None:
+    """--data normal: standard normal values rounded to f16 (a model's, not integers)."""
+    ((a, b),) = operand_sets((64, 64, 64), 1, np, seed=2, data="normal")
+    assert a.dtype == np.float16 and b.shape == (64 * 64,)
+    assert not np.array_equal(a, np.round(a))
+    assert 0.8 < float(np.std(a.astype(np.float64))) < 1.2
+
+
 class FakeClock:
     """Simulated GPU time: each call advances it; events read it when recorded."""
 

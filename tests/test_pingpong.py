@@ -130,7 +130,7 @@ def test_the_emitted_code_splits_the_consumers_into_teams() -> None:
     source = compile_file(EXAMPLE).source_for((kernel(),))
     for line in (
         "constexpr int TEAMS = 2;",
-        "const int team = warp / (WARPS_M * WARPS_N);",
+        "const int team = __shfl_sync(0xffffffffu, warp / (WARPS_M * WARPS_N), 0);",
         "if (warp == WARPS_M * WARPS_N * TEAMS) {",
         "for (int tl = team; tl < (tiles - pid + blocks - 1) / blocks; tl += 2) {",
         "mbarrier_wait(&turn[team], (tl / TEAMS + team + 1) % 2);",

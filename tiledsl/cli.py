@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .errors import TileError, ToolchainError, UsageError
 from .files import OutputError, check_outputs, read_source, write_outputs
+from .gpu.timing import DATA_KINDS
 from .limits import GRID_Y_MAX
 from .passes import STAGE_NAMES
 from .tune.space import MAX_POINTS
@@ -226,6 +227,13 @@ def _gpu_commands(sub) -> None:
         "--warmup", type=_count(0, 100_000), default=10, help="untimed runs first (default: 10)"
     )
     b.add_argument("--seed", type=_seed, help="seed for the random inputs (default: fresh)")
+    b.add_argument(
+        "--data",
+        choices=DATA_KINDS,
+        default="ints",
+        help="what the timed operands hold: integers in [-2, 2] (default) or standard "
+        "normal values (a model's; the checks use both either way)",
+    )
     b.add_argument("--no-triton", action="store_true", help="leave out the Triton baseline")
     _no_cache(b)
     b.set_defaults(handler=_bench)
@@ -507,6 +515,7 @@ def _bench(args) -> int:
         seed=args.seed,
         use_cache=not args.no_cache,
         baselines=("cublas",) if args.no_triton else ("cublas", "triton"),
+        data=args.data,
     )
     entries = [(Path(name).stem, name)]
     try:

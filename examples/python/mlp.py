@@ -155,7 +155,7 @@ def main() -> None:
                     ],
                     "max_error_vs_f64": errors,
                     "check": "PASS" if ok else "FAIL",
-                    "median_ms": results,
+                    "ms_per_call": results,
                 },
                 indent=2,
             )

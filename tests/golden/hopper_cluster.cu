@@ -259,7 +259,7 @@ hopper_cluster(const __grid_constant__ TensorMap map_A, const __grid_constant__ 
     half (*Cs)[CS_PANELS][CS_ROWS][CS_PANEL] = reinterpret_cast<half (*)[CS_PANELS][CS_ROWS][CS_PANEL]>(smem + 196608);
     const int warp = threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
-    const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in the block
+    const int wm = __shfl_sync(0xffffffffu, warp / WARPS_N, 0), wn = warp % WARPS_N;  // the warp's place in the block (read from lane 0: uniform registers)
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int ctiles_m = ((M + BM - 1) / BM + CLUSTER_M - 1) / CLUSTER_M, ctiles_n = (N + BN - 1) / BN;  // cluster tiles: CLUSTER_M x CLUSTER_N tiles each
     const int rank = blockIdx.x % CLUSTER_SIZE;  // %cluster_ctarank: the cluster is CLUSTER_SIZE consecutive blocks along x
@@ -441,7 +441,7 @@ hopper_cluster_edge(const half* __restrict__ A, const half* __restrict__ B, half
     float (*Cs)[CS_ROWS][CS_PITCH] = reinterpret_cast<float (*)[CS_ROWS][CS_PITCH]>(smem + 0);
     const int warp = threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
-    const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in the block
+    const int wm = __shfl_sync(0xffffffffu, warp / WARPS_N, 0), wn = warp % WARPS_N;  // the warp's place in the block (read from lane 0: uniform registers)
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int pid = blockIdx.x;  // one block per tile: tiles_m x tiles_n blocks
     // swizzle grouped 8: which tile this block computes

@@ -52,7 +52,7 @@ def register(kernel: Kernel | str | Path, name: str | None = None, **load_args):
     extras = inputs[2:]
     # defined through torch.library.Library, whose kernels the C++ dispatcher calls
     # directly: torch.library.custom_op wraps each call in Python layers of its own, which
-    # cost tens of microseconds a call (measured: bench/call_overhead.py)
+    # cost about 30 µs a call more on the H200 (bench/call_overhead.py, 2026-12-02)
     library = _library(torch)
     if g.accumulate:
         library.define(f"{name}({arguments}, Tensor(a!) {g.c.name}) -> ()")

@@ -42,6 +42,7 @@ class Settings:
     seed: int | None = None
     use_cache: bool = True
     baselines: tuple[str, ...] = ("cublas", "triton")
+    data: str = "ints"  # what the timed operands hold (tiledsl.gpu.timing.DATA_KINDS)
 
 
 @dataclass
@@ -181,7 +182,7 @@ def measure_row(mine: Row, kernel, launch, module, baselines, settings, bar) -> 
     used = gpu_checks(kernel, run, sizes, size, rng, report, Path.cwd())
     mine.checks = report.checks
     mine.notes += report.lines
-    sets, set_bytes = rotated_sets(size, settings.seed)
+    sets, set_bytes = rotated_sets(size, settings.seed, settings.data)
     timing = dict(warmup=settings.warmup, repeat=settings.repeat, set_bytes=set_bytes)
     if mine.ok:
         mine.timing = time_calls(kernel_calls(kernel, run, sizes, size, sets), clock, **timing)
@@ -280,6 +281,7 @@ def record(rows: list[Row], settings: Settings, device: dict | None = None) -> d
             "baselines": list(settings.baselines),
             "timing": "CUDA events around each run, after warm-up, behind a hold kernel; median",
             "rotation": "inputs rotated among sets whose A and B exceed 2 x L2",
+            "data": settings.data,
         },
         "notes": list(NOTES),
         "rows": [r.to_json() for r in rows],

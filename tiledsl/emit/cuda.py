@@ -284,17 +284,30 @@ __device__ __forceinline__ void cp_async_wait() {
             isinstance(s, Copy) and s.by == "warp" for s in walk(k.body)
         ):
             out.append("const int lane = threadIdx.x % WARP_SIZE;")
+        # read from lane 0 where the path asks (wgmma): nvcc then knows the place the same
+        # in every lane and keeps what depends on it, the descriptors, in uniform registers
+        # (a coordinate of one warp only is the constant 0, left for nvcc to fold)
+        uniform = k.schedule.path.uniform_warp_index
+
+        def same_in_warp(expr: str, count: int) -> str:
+            return f"__shfl_sync(0xffffffffu, {expr}, 0)" if uniform and count > 1 else expr
+
+        warps_m, warps_n = k.warps
         if k.teams > 1:
+            team = same_in_warp("warp / (WARPS_M * WARPS_N)", k.teams)
+            wm = same_in_warp("warp % (WARPS_M * WARPS_N) / WARPS_N", warps_m)
             out += [
-                "const int team = warp / (WARPS_M * WARPS_N);  // pingpong: the warpgroup's "
-                "team (the producer's is TEAMS)",
-                "const int wm = warp % (WARPS_M * WARPS_N) / WARPS_N, wn = warp % WARPS_N;  "
-                "// the warp's place in its team's tile",
+                f"const int team = {team};  // pingpong: the warpgroup's team (the producer's "
+                "is TEAMS)",
+                f"const int wm = {wm}, wn = {same_in_warp('warp % WARPS_N', warps_n)};  // the "
+                "warp's place in its team's tile",
             ]
         else:
+            wm = same_in_warp("warp / WARPS_N", warps_m)
             out.append(
-                "const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // the warp's place in "
-                "the block"
+                f"const int wm = {wm}, wn = {same_in_warp('warp % WARPS_N', warps_n)};  // the "
+                "warp's place in the block"
+                + (" (read from lane 0: uniform registers)" if "__shfl" in wm else "")
             )
         out.append(
             f"const int tiles_m = {to_c(tiles['tiles_m'])}, tiles_n = {to_c(tiles['tiles_n'])};"

@@ -335,23 +335,20 @@ class Launcher:
                 "workspace": cupy.empty(blocks * launch.partial_floats, cupy.float32),
                 "flags": cupy.zeros(blocks, cupy.uint32),
             }
-        self.params = [
-            (
-                _MAP
-                if ctype == TENSOR_MAP_CTYPE
-                else _SCRATCH
-                if name in self.scratch
-                else _POINTER
-                if ctype.endswith("*")
-                else _SIZE,
-                name,
-            )
-            for name, ctype in launch.args
-        ]
+        self.params = [(self._kind(name, ctype), name) for name, ctype in launch.args]
         self._block, self._shared = (launch.threads,), launch.smem_bytes
         # the grid and the arguments (tensor maps encoded) by the addresses and sizes they
         # were built for: a launch on operands seen before only looks them up
         self._built: dict[tuple, tuple] = {}
+
+    def _kind(self, name: str, ctype: str) -> str:
+        """How a launch fills the parameter: a tensor map, stream-K's scratch, an
+        operand's address, or a size."""
+        if ctype == TENSOR_MAP_CTYPE:
+            return _MAP
+        if name in self.scratch:
+            return _SCRATCH
+        return _POINTER if ctype.endswith("*") else _SIZE
 
     def __call__(self, arrays: dict, sizes: dict[str, int]) -> None:
         """Launch on CuPy arrays, on CuPy's current stream."""
@@ -360,7 +357,7 @@ class Launcher:
     def at(self, pointers: dict[str, int], sizes: dict[str, int], stream=None) -> None:
         """Launch on the operands at these device addresses, on `stream` (an object whose
         `ptr` is the stream's address, as CuPy's streams; None: CuPy's current one)."""
-        key = (*pointers.values(), *sizes.values())
+        key = (*pointers.items(), *sizes.values())  # names too: a key of one meaning
         built = self._built.get(key)
         if built is None:  # the grid and the arguments of these addresses and sizes, once
             if len(self._built) >= MAX_BUILT:

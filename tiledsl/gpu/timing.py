@@ -85,31 +85,39 @@ def operand_bytes(size: tuple[int, int, int], itemsize: int = 2) -> int:
     return (m * k + k * n) * itemsize
 
 
-def operand_sets(size: tuple[int, int, int], count: int, xp, seed: int | None = None):
-    """`count` pairs (A, B) of flat f16 arrays of integers in [-2, 2], made on the device.
+#: What the timed operands hold: `ints`, integers in [-2, 2] (the default: the values the
+#: exact oracle checks), or `normal`, standard normal values rounded to f16 (the values of
+#: a real model, whose products toggle more of the tensor cores' bits and draw more power:
+#: at a power-limited clock the two can time differently).
+DATA_KINDS = ("ints", "normal")
+
+
+def operand_sets(size: tuple[int, int, int], count: int, xp, seed: int | None = None, data="ints"):
+    """`count` pairs (A, B) of flat f16 arrays (`data`: see DATA_KINDS), made on the device.
 
     The values are random, so a flat array is the storage of a random matrix in
     either layout: the same pairs serve any kernel and, through views, cuBLAS.
     """
     m, n, k = size
     rng = xp.random.RandomState(seed)
-    return [
-        (
-            rng.randint(-2, 3, size=m * k).astype(xp.float16),
-            rng.randint(-2, 3, size=k * n).astype(xp.float16),
-        )
-        for _ in range(count)
-    ]
+
+    def values(count: int):
+        if data == "normal":
+            return rng.standard_normal(size=count).astype(xp.float16)
+        return rng.randint(-2, 3, size=count).astype(xp.float16)
+
+    return [(values(m * k), values(k * n)) for _ in range(count)]
 
 
-def rotated_sets(size: tuple[int, int, int], seed: int | None = None):
+def rotated_sets(size: tuple[int, int, int], seed: int | None = None, data: str = "ints"):
     """(sets, bytes of one set) on the current CUDA device, enough to get past its L2."""
     import cupy
 
     from .runtime import l2_bytes
 
     set_bytes = operand_bytes(size)
-    return operand_sets(size, rotation_count(set_bytes, l2_bytes()), cupy, seed), set_bytes
+    count = rotation_count(set_bytes, l2_bytes())
+    return operand_sets(size, count, cupy, seed, data), set_bytes
 
 
 class CudaClock:

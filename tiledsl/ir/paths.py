@@ -58,6 +58,10 @@ class InstructionPath:
     accumulators: AccumulatorAccess
     fragments_in_registers: bool  # A and B fragments live in registers (not descriptors)
     lane_addressed: bool  # each lane computes its own addresses: the kernel names `lane`
+    # the warp's place in the block (wm, wn) is read from lane 0 (__shfl_sync), so nvcc knows
+    # it is the same in every lane: what is computed from it (wgmma's descriptors) stays in
+    # uniform registers, off the vector pipes
+    uniform_warp_index: bool
     reads_tiles_async: bool  # the tensor cores read A and B after the issue (wgmma groups)
     reads_swizzled_lines: bool  # can read `pad xor` tiles
     feeds_tma_pipeline: bool  # reads the 128-byte swizzle TMA writes: `copy tma` can feed it
@@ -114,6 +118,7 @@ WMMA = InstructionPath(
     accumulators="wmma_pointer",
     fragments_in_registers=True,
     lane_addressed=False,
+    uniform_warp_index=False,
     reads_tiles_async=False,
     feeds_tma_pipeline=False,
     reads_swizzled_lines=False,
@@ -146,6 +151,7 @@ MMA_SYNC = InstructionPath(
     accumulators="lane_pairs",
     fragments_in_registers=True,
     lane_addressed=True,
+    uniform_warp_index=False,
     reads_tiles_async=False,
     feeds_tma_pipeline=False,
     reads_swizzled_lines=True,
@@ -186,6 +192,7 @@ WGMMA = InstructionPath(
     accumulators="lane_pairs",
     fragments_in_registers=False,
     lane_addressed=True,
+    uniform_warp_index=True,
     reads_tiles_async=True,
     feeds_tma_pipeline=True,
     reads_swizzled_lines=True,
