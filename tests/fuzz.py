@@ -305,6 +305,7 @@ DIRECTIVES: dict[str, tuple[str, ...]] = {
         "epilogue alpha 1.5, beta 0.5",
         "epilogue alpha -2, relu",
         "epilogue beta 1",
+        "epilogue alpha runtime, beta runtime",
     ),
     "target": ("target cuda sm_80", "target cuda sm_90", "target cuda sm_120", "target musa mp_22"),
 }

@@ -191,9 +191,8 @@ def test_repr_shows_the_schedule_and_the_paths(hgemm) -> None:
         ),
         (
             lambda k, a, b: k(a, b, alpha=2.0),
-            "hgemm takes no alpha at run time: alpha and beta are the schedule's constants "
-            "(`epilogue alpha 1.5, beta 0.5` in the file), compiled into the kernel; load a "
-            "file that writes the value",
+            "hgemm takes no alpha at run time: its epilogue's alpha and beta are constants of "
+            "the schedule; write `epilogue alpha runtime` in the file to pass it at each call",
         ),
     ],
 )
@@ -284,6 +283,45 @@ def test_the_torch_operators_output_shape_follows_the_declarations() -> None:
     assert output_shape(g, {"A": (3, 50, 20), "B": (20, 70)}) == (3, 50, 70)
     g = tiledsl.load(EXAMPLES / "batched.tile", kernel="batched_all").gemm
     assert output_shape(g, {"A": (3, 20, 50), "B": (3, 20, 70)}) == (3, 50, 70)
+
+
+RUNTIME_LINE = "    epilogue alpha runtime, beta runtime\n"
+RUNTIME_TEXT = (
+    (EXAMPLES / "hgemm.tile")
+    .read_text()
+    .replace("kernel hgemm", "kernel scaled")
+    .replace("    target  cuda sm_90", RUNTIME_LINE + "    target  cuda sm_90")
+)
+
+
+def test_runtime_alpha_and_beta_are_taken_at_each_call() -> None:
+    """`epilogue alpha runtime, beta runtime`: alpha= and beta= at the call (alpha 1 and
+    beta 0 when not given), the product exact against the kernel's f32 steps; a beta of 0
+    reads nothing of C (an out full of NaN is overwritten)."""
+    k = tiledsl.load(RUNTIME_TEXT)
+    rng = np.random.default_rng(15)
+    a, b = ints(rng, (128, 64)), ints(rng, (64, 128))
+    product = (exact(a) @ exact(b)).astype(np.float32)
+    c0 = ints(rng, (128, 128), np.float32)
+    out = c0.copy()
+    k(a, b, out=out, alpha=0.5, beta=2)
+    expected = np.float32(0.5) * product + np.float32(2) * c0
+    assert np.array_equal(out, expected)
+    nan = np.full((128, 128), np.nan, np.float32)
+    assert np.array_equal(k(a, b, out=nan), product)  # alpha 1, beta 0: C not read
+    assert np.array_equal(k(a, b, alpha=-3), np.float32(-3) * product)
+    with pytest.raises(ArgumentError) as err:
+        k(a, b, beta=1.0)
+    assert (
+        str(err.value) == "C[m, n] = A[m, k] * B[k, n] reads C (beta = 1): pass out=C (it "
+        "is added to, in place)"
+    )
+    with pytest.raises(ArgumentError) as err:
+        k(a, b, alpha=1e-40)
+    assert str(err.value).startswith("alpha = 1e-40 is below f32's smallest normal number")
+    with pytest.raises(ArgumentError) as err:
+        k(a, b, alpha="two")
+    assert str(err.value) == "alpha must be a number, got 'two'"
 
 
 # ---------------------------------------------------------------- on the GPU

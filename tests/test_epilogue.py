@@ -43,6 +43,8 @@ EPILOGUES = [
     "alpha 2, beta 0.5, bias D, relu",
     "relu, bias D",  # written order: relu first, then the bias
     "beta 0",
+    "alpha runtime",  # kernel parameters: tiledsl run launches with CHECK_VALUES
+    "alpha runtime, beta runtime, bias D, relu",
 ]
 
 
@@ -172,3 +174,34 @@ def test_tiny_exact_inputs_give_a_product_the_epilogue_check_can_use() -> None:
     for seed in range(200):
         inputs = make_inputs(k.gemm, 1, 1, 1, "exact", np.random.default_rng(seed), epilogue=ep)
         assert (inputs.a.astype(np.float64) @ inputs.b.astype(np.float64)).any(), seed
+
+
+def test_runtime_alpha_and_beta_are_parameters_bound_at_launch() -> None:
+    """`alpha runtime, beta runtime`: the epilogue keeps no values; `bound` gives the
+    launch's (CHECK_VALUES where a value is not given), and a runtime beta of 0 reads
+    nothing of C."""
+    from tiledsl.emit.launch import launch_of
+    from tiledsl.ir.epilogue import CHECK_VALUES
+
+    kernel = compile_source(text("alpha runtime, beta runtime"), "ep.tile").kernels[0]
+    ep = Epilogue.of(kernel.schedule, kernel.gemm)
+    assert ep.runtime == ("alpha", "beta") and ep.reads_c and ep.scales
+    assert ep.describe() == "v = alpha * acc + beta * C"
+    assert launch_of(kernel).args[-2:] == (("alpha", "float"), ("beta", "float"))
+    assert (ep.bound({}).alpha, ep.bound({}).beta) == (CHECK_VALUES["alpha"], CHECK_VALUES["beta"])
+    zero = ep.bound({"alpha": 2.0, "beta": 0.0})
+    assert (zero.alpha, zero.beta, zero.runtime, zero.reads_c) == (2.0, 0.0, (), False)
+    source = compile_source(text("alpha runtime, beta runtime"), "ep.tile").source
+    assert "float alpha, float beta)" in source and "ALPHA" not in source
+    assert "beta != 0.0f" in source  # C is not read when the launch's beta is 0
+
+
+def test_a_runtime_value_whose_name_an_operand_has_is_refused() -> None:
+    bad = text("alpha runtime").replace("C[m, n] =", "alpha: f32[N] row\n    C[m, n] =")
+    bad = bad.replace("epilogue alpha runtime", "epilogue alpha runtime, bias alpha")
+    with pytest.raises(TileError) as err:
+        compile_source(bad, "ep.tile")
+    assert (
+        "'alpha runtime' makes alpha a parameter of the kernel, and an operand or size is "
+        "named alpha already" in str(err.value)
+    )

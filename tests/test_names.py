@@ -47,6 +47,11 @@ def user_names(text: str) -> set[str]:
             found |= {d.text for d in op.dims if isinstance(d, Word)}
         attributes = k.directive("attributes")
         found |= {str(getattr(a, "name", a)) for a in (attributes.args if attributes else ())}
+        # `epilogue alpha runtime`: the kernel's parameter `alpha`, named by the file
+        epilogue = k.directive("epilogue")
+        for group in epilogue.groups if epilogue else ():
+            if len(group) == 2 and getattr(group[1], "text", "") == "runtime":
+                found.add(group[0].text)
     return found
 
 

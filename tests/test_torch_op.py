@@ -130,3 +130,28 @@ def test_the_mlp_example_checks_itself(tmp_path) -> None:
     small = ["--tokens", "200", "--hidden", "512", "--intermediate", "1024", "--iterations", "2"]
     subprocess.run([sys.executable, str(script), *small, "--json", str(out)], check=True)
     assert json.loads(out.read_text())["check"] == "PASS"
+
+
+def test_runtime_alpha_and_beta_are_the_ops_float_arguments() -> None:
+    """`epilogue alpha runtime, beta runtime`: the op takes C in place and alpha, beta as
+    floats (defaults 1 and 0), eager and under compile."""
+    text = (EXAMPLES / "hgemm.tile").read_text()
+    text = text.replace("kernel hgemm", "kernel hgemm_scaled").replace(
+        "    target  cuda sm_90", "    epilogue alpha runtime, beta runtime\n    target  cuda sm_90"
+    )
+    op = tiledsl.torch.register(text, "test_hgemm_scaled")
+    a, b = ints(12, (128, 64)), ints(13, (64, 128))
+    c = torch.ones((128, 128), dtype=torch.float32, device="cuda")
+    op(a, b, c, 0.5, 2.0)
+    assert torch.equal(c.double(), 0.5 * exact(a, b) + 2)
+    c.fill_(float("nan"))
+    op(a, b, c)  # alpha 1, beta 0: C is not read
+    assert torch.equal(c.double(), exact(a, b))
+
+    @torch.compile(fullgraph=True)
+    def scaled(a, b, c):
+        op(a, b, c, -1.0, 1.0)
+        return c
+
+    c = torch.ones((128, 128), dtype=torch.float32, device="cuda")
+    assert torch.equal(scaled(a, b, c).double(), 1 - exact(a, b))

@@ -33,11 +33,12 @@ class _Handle:
         self.ptr = ptr
 
 
-def run_on_gpu(owner, plan, pointers: dict[str, int]) -> None:
+def run_on_gpu(owner, plan, pointers: dict[str, int], values) -> None:
     """Launch `plan`'s kernel (tiledsl.api.kernel.Plan) on the operands and C at these
-    addresses (C's under its declared name), on the stream of the caller: torch's current
-    one for torch tensors, CuPy's for CuPy arrays. `owner` (the Kernel) keeps the module
-    and the launchers."""
+    addresses (C's under its declared name), with `values` (the size parameters and any
+    runtime alpha and beta), on the stream of the caller: torch's current one for torch
+    tensors, CuPy's for CuPy arrays. `owner` (the Kernel) keeps the module and the
+    launchers."""
     for name, pointer in pointers.items():
         if pointer % ALIGNMENT:
             raise ArgumentError(misaligned_message(name, pointer))
@@ -46,7 +47,7 @@ def run_on_gpu(owner, plan, pointers: dict[str, int]) -> None:
     if launcher is None:
         launcher = owner._gpu[choice.kernel.name] = _launcher(owner, choice)
     stream = _torch_stream(plan.device) if plan.library == "torch" else None
-    launcher.at(pointers, choice.sizes, stream)
+    launcher.at(pointers, values, stream)
 
 
 def _launcher(owner, choice):

@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 
 from ..driver import Compiled, compile_file, compile_source
-from ..emit.launch import Launch
+from ..emit.launch import Launch, runtime_scalars
 from ..ir.dtypes import decode, encode
 from ..ir.expr import Const
 from ..ir.nodes import KernelIR
@@ -65,6 +65,12 @@ def load(path_or_text: str | Path, kernel: str | None = None, target: str | None
             f"{compiled.file} holds kernels of different products: load one with kernel=NAME "
             f"({', '.join(k.name for k in chosen)})"
         )
+    if len({runtime_scalars(k) for k in chosen}) > 1:
+        raise ArgumentError(
+            f"{compiled.file}'s kernels differ in the epilogue values a call passes "
+            f"(`alpha runtime`, `beta runtime`): load one with kernel=NAME "
+            f"({', '.join(k.name for k in chosen)})"
+        )
     return Kernel(compiled, chosen)
 
 
@@ -95,8 +101,13 @@ class Kernel:
     # the names of the epilogue's operands, which a call passes by keyword
     _extra_names: frozenset = field(init=False, repr=False)
 
+    # the epilogue's values a call passes (`epilogue alpha runtime`): the same in every
+    # kernel of the callable (tiledsl.load refuses a file whose kernels differ in them)
+    _runtime: tuple[str, ...] = field(init=False, repr=False)
+
     def __post_init__(self) -> None:
         self._extra_names = frozenset(op.name for op in self.gemm.extras)
+        self._runtime = runtime_scalars(self.kernels[0])
 
     @property
     def gemm(self):
@@ -185,11 +196,14 @@ class Kernel:
         laid out as declared (or, on the GPU, not 16-byte aligned) are refused, unless
         `copy=True`, which copies them (and writes a copied `out` back)."""
         g = self.gemm
+        scalars = self._scalars(extras) if self._runtime else None
         if len(args) != 2 or extras.keys() != self._extra_names:
             self._operands(args, extras)  # says what is wrong with the call
-        if out is None and g.accumulate:
+        if out is None and (g.accumulate or (scalars is not None and scalars.get("beta"))):
             raise ArgumentError(
-                f"{g.text} reads {g.c.name}: pass out={g.c.name} (it is added to, in place)"
+                f"{g.text} reads {g.c.name}"
+                + (f" (beta = {scalars['beta']:g})" if scalars and scalars.get("beta") else "")
+                + f": pass out={g.c.name} (it is added to, in place)"
             )
         arrays = {g.a.name: args[0], g.b.name: args[1], **extras}
         given = out
@@ -215,16 +229,40 @@ class Kernel:
         else:
             assert out_signed is not None
             out_pointer = out_signed[1]
+        values = plan.choice.sizes if scalars is None else {**plan.choice.sizes, **scalars}
         if plan.on_gpu:
             pointers = dict(zip(arrays, (pointer for _, pointer in signed), strict=True))
             pointers[g.c.name] = out_pointer
-            run_on_gpu(self, plan, pointers)
+            run_on_gpu(self, plan, pointers, values)
         else:
-            _run_in_interpreter(plan.choice, arrays, out, plan.size, plan.batch)
+            _run_in_interpreter(plan.choice, arrays, out, plan.size, plan.batch, values)
         if given is not None and out is not given:  # copy=True made a copy of `out`
             _write_back(given, out)
             return given
         return out
+
+    def _scalars(self, extras: dict) -> dict[str, float]:
+        """The call's values of the epilogue's runtime alpha and beta (taken out of
+        `extras`; alpha 1 and beta 0 when not given), checked as the directive's numbers."""
+        from ..frontend.directives import F32_MAX, F32_TINY
+
+        defaults = {"alpha": 1.0, "beta": 0.0}
+        values = {}
+        for name in self._runtime:
+            value = extras.pop(name, defaults[name])
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                raise ArgumentError(f"{name} must be a number, got {value!r}") from None
+            if not abs(value) < F32_MAX * (1 + 2**-25):
+                raise ArgumentError(f"{name} = {value!r} is not a finite f32 number")
+            if value != 0 and abs(value) < F32_TINY:
+                raise ArgumentError(
+                    f"{name} = {value!r} is below f32's smallest normal number "
+                    f"({F32_TINY:.7g}), which the GPU flushes to zero: pass 0 or a larger value"
+                )
+            values[name] = value
+        return values
 
     def _operands(self, args: tuple, extras: dict) -> dict:
         """The call's operands by name (A, B, then the epilogue's vectors), or ArgumentError
@@ -242,9 +280,9 @@ class Kernel:
         scalars = [word for word in ("alpha", "beta") if word in unknown]
         if scalars:
             raise ArgumentError(
-                f"{self.kernels[0].name} takes no {scalars[0]} at run time: alpha and beta are "
-                f"the schedule's constants (`epilogue alpha 1.5, beta 0.5` in the file), "
-                "compiled into the kernel; load a file that writes the value"
+                f"{self.kernels[0].name} takes no {scalars[0]} at run time: its epilogue's "
+                f"alpha and beta are constants of the schedule; write `epilogue {scalars[0]} "
+                "runtime` in the file to pass it at each call"
             )
         if unknown:
             raise ArgumentError(
@@ -342,7 +380,7 @@ def _write_back(given, result) -> None:
         given[...] = result
 
 
-def _run_in_interpreter(choice: Choice, arrays: dict, out, size, batch: int) -> None:
+def _run_in_interpreter(choice: Choice, arrays: dict, out, size, batch: int, values) -> None:
     from ..interp.interpreter import interpret
     from ..limits import interpreter_problem
 
@@ -353,7 +391,7 @@ def _run_in_interpreter(choice: Choice, arrays: dict, out, size, batch: int) -> 
     g = kernel.gemm
     storage = {name: _storage(a, g.operand(name)) for name, a in arrays.items()}
     storage[g.c.name] = _storage(out, g.c)
-    interpret(kernel, storage, choice.sizes)
+    interpret(kernel, storage, values)
     values = decode(storage[g.c.name], g.c.dtype)
     c = g.c.declared
     order = "C" if c.layout == "row" else "F"

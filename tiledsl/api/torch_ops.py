@@ -10,10 +10,11 @@ CUDA graphs capture its launch.
 
 The op's arguments are the file's operands in order (A, B, then the epilogue's vectors),
 by position (the dispatcher binds keywords to positions by the schema's names);
-a `C +=` kernel's op takes C last and adds to it in place (its schema marks C mutated)
-and returns nothing. Its name is the kernel's unless given; the name is the operator's in
-the process (torch.ops.tiledsl.NAME), so a second registration under it must be of the
-same kernel."""
+a `C +=` kernel's op takes C after them and adds to it in place (its schema marks C
+mutated) and returns nothing, as does a kernel whose beta is a runtime value; a runtime
+alpha and beta come last, as floats (`float alpha=1.0, float beta=0.0`). Its name is
+the kernel's unless given; the name is the operator's in the process
+(torch.ops.tiledsl.NAME), so a second registration under it must be of the same kernel."""
 
 from __future__ import annotations
 
@@ -54,24 +55,37 @@ def register(kernel: Kernel | str | Path, name: str | None = None, **load_args):
     # directly: torch.library.custom_op wraps each call in Python layers of its own, which
     # cost about 30 µs a call more on the H200 (bench/call_overhead.py, 2026-12-02)
     library = _library(torch)
-    if g.accumulate:
-        library.define(f"{name}({arguments}, Tensor(a!) {g.c.name}) -> ()")
+    # an epilogue's runtime alpha and beta: float arguments after the tensors (alpha 1 and
+    # beta 0 unless given); a beta reads C, so that op takes C and writes it in place
+    scalars = k._runtime
+    defaults = {"alpha": "1.0", "beta": "0.0"}
+    floats = "".join(f", float {n}={defaults[n]}" for n in scalars)
+    count = len(inputs)
 
-        def run_in_place(*tensors):
-            k(*tensors[:2], out=tensors[-1], **dict(zip(extras, tensors[2:-1], strict=True)))
+    def call(tensors: tuple, out=None):
+        values = dict(zip(scalars, tensors[len(tensors) - len(scalars) :], strict=True))
+        named = dict(zip(extras, tensors[2:count], strict=True))
+        return k(tensors[0], tensors[1], out=out, **named, **values)
 
-        def fake_in_place(*tensors):
+    if g.accumulate or "beta" in scalars:
+        library.define(f"{name}({arguments}, Tensor(a!) {g.c.name}{floats}) -> ()")
+
+        def run_in_place(*args):
+            c = args[count]
+            call(args[:count] + args[count + 1 :], out=c)
+
+        def fake_in_place(*args):
             return None
 
         run, fake = run_in_place, fake_in_place
     else:
-        library.define(f"{name}({arguments}) -> Tensor")
+        library.define(f"{name}({arguments}{floats}) -> Tensor")
 
-        def run_new(*tensors):
-            return k(*tensors[:2], **dict(zip(extras, tensors[2:], strict=True)))
+        def run_new(*args):
+            return call(args)
 
-        def fake_new(*tensors):
-            return fake_output(g, dict(zip(inputs, tensors, strict=True)))
+        def fake_new(*args):
+            return fake_output(g, dict(zip(inputs, args[:count], strict=True)))
 
         run, fake = run_new, fake_new
     # the CPU's kernel is the same call: it refuses a CPU tensor with tiledsl's message

@@ -155,7 +155,10 @@ def _c_shape(g, size, batch: int) -> tuple[int, ...]:
 
 
 def _epilogue(kernel: KernelIR):
-    return Epilogue.of(kernel.schedule, kernel.gemm)
+    """The kernel's epilogue as tiledsl's own launches run it (a runtime alpha and beta at
+    the values the launcher and the interpreter pass when none is given: CHECK_VALUES)."""
+    ep = Epilogue.of(kernel.schedule, kernel.gemm)
+    return ep.bound({}) if ep is not None else None
 
 
 def _storage_arrays(kernel: KernelIR, inputs) -> dict[str, np.ndarray]:

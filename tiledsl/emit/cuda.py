@@ -194,10 +194,14 @@ __device__ __forceinline__ void cp_async_wait() {
         ]
         ep = Epilogue.of(s, k.gemm)
         if ep is not None:
-            out += [
-                notes["epilogue"],
-                f"constexpr float ALPHA = {float(ep.alpha)!r}f, BETA = {float(ep.beta)!r}f;",
+            constants = [
+                f"{name.upper()} = {float(getattr(ep, name))!r}f"
+                for name in ("alpha", "beta")
+                if name not in ep.runtime  # a runtime one is the kernel's parameter
             ]
+            out += [notes["epilogue"]]
+            if constants:
+                out.append(f"constexpr float {', '.join(constants)};")
         if s.attributes:
             out.append(notes["attributes"])
         return out
@@ -580,11 +584,15 @@ __device__ __forceinline__ void cp_async_wait() {
         `old` is C's element as a float, `column` its column. With `inside_c` and
         `inside_n` (a partial tile's conditions) nothing outside C or the bias is read."""
         out = []
-        if ep.alpha != 1.0:
-            out.append("x = __fmul_rn(ALPHA, x);")
+        alpha = "alpha" if "alpha" in ep.runtime else "ALPHA"
+        if ep.scales:
+            out.append(f"x = __fmul_rn({alpha}, x);")
         if ep.reads_c:
-            guard = f"if ({inside_c}) " if inside_c else ""
-            out.append(f"{guard}x = __fadd_rn(x, __fmul_rn(BETA, {old}));")
+            # a runtime beta of 0 reads nothing of C (which may be uninitialised then)
+            conditions = [c for c in (inside_c, "beta != 0.0f" * ("beta" in ep.runtime)) if c]
+            guard = f"if ({' && '.join(conditions)}) " if conditions else ""
+            beta = "beta" if "beta" in ep.runtime else "BETA"
+            out.append(f"{guard}x = __fadd_rn(x, __fmul_rn({beta}, {old}));")
         for op, name in ep.steps:
             if op != "bias":
                 out.append("x = fmaxf(x, 0.0f);  // relu")

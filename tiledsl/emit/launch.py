@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.epilogue import Epilogue
 from ..ir.expr import Expr, evaluate, to_c
 from ..ir.grid import grid_size
 from ..ir.nodes import C_TYPES, DTYPE_BYTES, KernelIR, TmaLoad, TmaStore, swizzle_panel, walk
@@ -241,6 +242,12 @@ def tensor_maps_of(kernel: KernelIR) -> tuple[TensorMapSpec, ...]:
     return tuple(specs.values())
 
 
+def runtime_scalars(kernel: KernelIR) -> tuple[str, ...]:
+    """The epilogue's values passed at launch (`alpha runtime`, `beta runtime`)."""
+    ep = Epilogue.of(kernel.schedule, kernel.gemm)
+    return ep.runtime if ep is not None else ()
+
+
 def launch_of(kernel: KernelIR) -> Launch:
     g = kernel.gemm
     maps = tensor_maps_of(kernel)
@@ -253,6 +260,8 @@ def launch_of(kernel: KernelIR) -> Launch:
         # persistent stream_k: the partial sums and the flags that hand them over
         *((("workspace", "float*"), ("flags", "unsigned*")) if kernel.stream_k else ()),
         *((name, "int") for name in g.size_args),
+        # `epilogue alpha runtime`, `beta runtime`: the values each launch passes
+        *((name, "float") for name in runtime_scalars(kernel)),
     )
     return Launch(
         kernel.name,

@@ -193,11 +193,26 @@ def _check_epilogue(gemm: Gemm, sched: Schedule, errs: Collector) -> None:
         if word in seen and word != "bias":
             errs.add(loc, f"'{word}' appears twice in the epilogue", f"keep one '{word}'")
         seen.add(word)
-        if word in ("alpha", "beta"):
+        if word in ("alpha", "beta") and group[1:] == ("runtime",):
+            # a kernel parameter of that name: no operand or size may have it
+            taken = {op.name for op in (gemm.a, gemm.b, gemm.c, *gemm.extras)}
+            taken |= set(gemm.size_args)
+            if word in taken:
+                errs.add(
+                    loc,
+                    f"'{word} runtime' makes {word} a parameter of the kernel, and an operand "
+                    f"or size is named {word} already",
+                    f"rename that operand or size, or write a number: `epilogue {word} 1.5`",
+                )
+        elif word in ("alpha", "beta"):
             try:
                 float(group[1])
             except (IndexError, ValueError):
-                errs.add(loc, f"'{word}' takes a number", f"e.g. `epilogue {word} 1.5`")
+                errs.add(
+                    loc,
+                    f"'{word}' takes a number or `runtime`",
+                    f"e.g. `epilogue {word} 1.5`, or `epilogue {word} runtime`",
+                )
         elif word == "bias":
             name = group[1] if len(group) > 1 else ""
             extras = {op.name: op for op in gemm.extras}

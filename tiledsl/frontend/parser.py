@@ -203,8 +203,8 @@ USAGE = {
     "sync": "sync is written sync all or sync minimal",
     "load_order": "load_order is written load_order ab, load_order ba or load_order alternate",
     "accumulate": "accumulate takes a dtype, e.g. accumulate f32",
-    "epilogue": "epilogue takes a comma list of alpha V, beta V, relu, bias NAME, "
-    "e.g. epilogue alpha 1.5, relu",
+    "epilogue": "epilogue takes a comma list of alpha V, beta V (a number, or runtime: a "
+    "value each call passes), relu, bias NAME, e.g. epilogue alpha 1.5, relu",
     "epilogue_via": "epilogue_via is written epilogue_via direct, epilogue_via shared or "
     "epilogue_via tma",
     "target": "target is written target LANGUAGE DEVICE, e.g. target cuda sm_90",

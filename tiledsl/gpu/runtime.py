@@ -21,12 +21,13 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..emit.launch import TENSOR_MAP_CTYPE, Launch
 from ..errors import ToolchainError
+from ..ir.epilogue import CHECK_VALUES
 from . import cache, tensor_maps
 from .toolchain import cuda_roots
 
@@ -296,7 +297,7 @@ def launcher(module, launch: Launch) -> Launcher:
 MAX_BUILT = 1024
 
 #: The kinds of a kernel parameter, as the launcher fills it at each call.
-_POINTER, _SIZE, _MAP, _SCRATCH = "pointer", "size", "map", "scratch"
+_POINTER, _SIZE, _MAP, _SCRATCH, _SCALAR = "pointer", "size", "map", "scratch", "scalar"
 
 
 class Launcher:
@@ -348,15 +349,18 @@ class Launcher:
             return _MAP
         if name in self.scratch:
             return _SCRATCH
+        if ctype == "float":  # an epilogue's runtime alpha or beta
+            return _SCALAR
         return _POINTER if ctype.endswith("*") else _SIZE
 
     def __call__(self, arrays: dict, sizes: dict[str, int]) -> None:
         """Launch on CuPy arrays, on CuPy's current stream."""
         self.at({name: int(a.data.ptr) for name, a in arrays.items()}, sizes)
 
-    def at(self, pointers: dict[str, int], sizes: dict[str, int], stream=None) -> None:
+    def at(self, pointers: dict[str, int], sizes: Mapping[str, float], stream=None) -> None:
         """Launch on the operands at these device addresses, on `stream` (an object whose
-        `ptr` is the stream's address, as CuPy's streams; None: CuPy's current one)."""
+        `ptr` is the stream's address, as CuPy's streams; None: CuPy's current one).
+        `sizes` holds the size parameters and any runtime alpha and beta."""
         key = (*pointers.items(), *sizes.values())  # names too: a key of one meaning
         built = self._built.get(key)
         if built is None:  # the grid and the arguments of these addresses and sizes, once
@@ -372,10 +376,11 @@ class Launcher:
             with stream:
                 self.raw(grid, self._block, args, shared_mem=self._shared)
 
-    def _build(self, pointers: dict[str, int], sizes: dict[str, int]) -> tuple:
+    def _build(self, pointers: dict[str, int], sizes: Mapping[str, float]) -> tuple:
         """The grid and the argument tuple of a launch (tensor maps encoded here)."""
         import numpy as np
 
+        dims = {name: int(v) for name, v in sizes.items() if name not in CHECK_VALUES}
         args: list = []
         for kind, name in self.params:
             if kind is _POINTER:
@@ -384,7 +389,9 @@ class Launcher:
                 args.append(np.int32(sizes[name]))
             elif kind is _MAP:
                 spec = self.maps[name]
-                args.append(tensor_maps.encode(spec, pointers[spec.operand], sizes))
+                args.append(tensor_maps.encode(spec, pointers[spec.operand], dims))
+            elif kind is _SCALAR:  # tiledsl's own runs pass none: the checks' values
+                args.append(np.float32(sizes.get(name, CHECK_VALUES[name])))
             else:
                 args.append(self.scratch[name])
-        return self.launch.grid_dims(sizes, self.sms), tuple(args)
+        return self.launch.grid_dims(dims, self.sms), tuple(args)

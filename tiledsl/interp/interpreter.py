@@ -692,7 +692,7 @@ class _Interpreter:
         inside: list = []
         dst, dflat, _ = ag.memory.locate(s.tile, rows, cols, text, inside)
         shape = np.broadcast_shapes(acc.shape, dflat.shape)
-        ep, memory = s.epilogue, ag.memory
+        ep, memory = s.epilogue.bound(self.sizes), ag.memory  # a runtime alpha, beta: the launch's
         c_old = (
             decode(dst[np.broadcast_to(dflat, shape)], memory.dtype(s.tile)) if ep.reads_c else None
         )
@@ -1100,8 +1100,8 @@ class _Interpreter:
 
     def _epilogue(self, ag: _Agent, c: Copy, stored, dst, dflat, cols, shape):
         """C's storage values after the epilogue: as the kernel computes them, in float32."""
-        ep = c.epilogue
-        assert ep is not None and isinstance(c.dst, GlobalTile)  # a store into C
+        assert c.epilogue is not None and isinstance(c.dst, GlobalTile)  # a store into C
+        ep = c.epilogue.bound(self.sizes)  # a runtime alpha or beta: the launch's value
         memory = ag.memory
         acc = decode(stored, memory.dtype(c.src)).astype(np.float32)
         c_old = decode(dst[dflat], memory.dtype(c.dst)) if ep.reads_c else None

@@ -8,7 +8,11 @@
     v = alpha * acc  +  beta * C_old[m, n]      (alpha 1, beta 0 for `=` and 1 for `+=`)
     then, in the order written:  v += D[n]  (bias)   and   v = max(v, 0)  (relu)
 
-and stores v converted to C's type. The kernel does each step as one float32
+and stores v converted to C's type. `alpha runtime` (or `beta runtime`) makes the value a
+parameter of the kernel (`float alpha`), passed at each launch: `bound(values)` is the
+epilogue with the launch's values, which the interpreter and the oracles run; a kernel
+whose beta is a parameter reads C only where the launch's beta is not 0 (so that C may be
+uninitialised then, as cuBLAS promises). The kernel does each step as one float32
 operation rounded to nearest (`__fmul_rn`, `__fadd_rn`: no fused multiply-add), so
 `apply` -- the same steps in numpy float32 -- reproduces it bit for bit, which is
 what lets the exact oracle check an epilogue with any alpha and beta.
@@ -28,12 +32,17 @@ import numpy as np
 from .gemm import Gemm
 from .schedule import Schedule
 
+#: The values `tiledsl run`, `bench` and `tune` launch a kernel's runtime alpha and beta
+#: with (a user's call passes its own): neither 0 nor 1, so that every step is exercised.
+CHECK_VALUES = {"alpha": 1.5, "beta": 0.75}
+
 
 @dataclass(frozen=True)
 class Epilogue:
     alpha: float = 1.0
     beta: float = 0.0
     steps: tuple[tuple[str, str], ...] = ()  # ("bias", operand) and ("relu", "") in order
+    runtime: tuple[str, ...] = ()  # "alpha" and/or "beta": kernel parameters, not constants
 
     @classmethod
     def of(cls, schedule: Schedule, gemm: Gemm) -> Epilogue | None:
@@ -47,28 +56,50 @@ class Epilogue:
                 return cls(1.0, 1.0, ())
             return None
         values = {"alpha": 1.0, "beta": 1.0 if gemm.accumulate else 0.0}
-        steps = []
+        steps, runtime = [], []
         for group in schedule.epilogue:
-            if group[0] in ("alpha", "beta"):
+            if group[0] in ("alpha", "beta") and group[1] == "runtime":
+                runtime.append(group[0])
+            elif group[0] in ("alpha", "beta"):
                 values[group[0]] = float(np.float32(float(group[1])))
             elif group[0] == "bias":
                 steps.append(("bias", group[1]))
             elif group[0] == "relu":
                 steps.append(("relu", ""))
-        return cls(values["alpha"], values["beta"], tuple(steps))
+        return cls(values["alpha"], values["beta"], tuple(steps), tuple(sorted(runtime)))
 
     @property
     def reads_c(self) -> bool:
-        return self.beta != 0.0
+        """Whether the kernel may read C (with a runtime beta: where the launch's is not 0)."""
+        return self.beta != 0.0 or "beta" in self.runtime
+
+    @property
+    def scales(self) -> bool:
+        """Whether the kernel multiplies by alpha (a runtime alpha: always)."""
+        return self.alpha != 1.0 or "alpha" in self.runtime
+
+    def bound(self, values) -> Epilogue:
+        """The epilogue with the launch's values of its runtime alpha and beta (f32; one
+        `values` does not name is CHECK_VALUES's, as tiledsl's own launches pass)."""
+        if not self.runtime:
+            return self
+        given = {
+            name: float(np.float32(values.get(name, CHECK_VALUES[name]))) for name in self.runtime
+        }
+        return Epilogue(
+            given.get("alpha", self.alpha), given.get("beta", self.beta), self.steps, ()
+        )
 
     @property
     def bias_operands(self) -> tuple[str, ...]:
         return tuple(name for op, name in self.steps if op == "bias")
 
     def describe(self) -> str:
-        parts = [f"v = {self.alpha:g} * acc"]
+        alpha = "alpha" if "alpha" in self.runtime else f"{self.alpha:g}"
+        beta = "beta" if "beta" in self.runtime else f"{self.beta:g}"
+        parts = [f"v = {alpha} * acc"]
         if self.reads_c:
-            parts[0] += f" + {self.beta:g} * C"
+            parts[0] += f" + {beta} * C"
         for op, name in self.steps:
             parts.append(f"v += {name}[n]" if op == "bias" else "v = max(v, 0)")
         return "; ".join(parts)
@@ -80,6 +111,7 @@ class Epilogue:
         `acc` and `c_old` are arrays of one shape (c_old only read when beta != 0);
         `biases` maps an operand name to its values, broadcast along the last axis.
         """
+        assert not self.runtime, "bind the runtime alpha and beta first (Epilogue.bound)"
         real = dtype or xp.float32
         v = acc.astype(real)
         if self.alpha != 1.0:
