@@ -62,29 +62,30 @@ def register(kernel: Kernel | str | Path, name: str | None = None, **load_args):
     floats = "".join(f", float {n}={defaults[n]}" for n in scalars)
     count = len(inputs)
 
-    def call(tensors: tuple, out=None):
-        values = dict(zip(scalars, tensors[len(tensors) - len(scalars) :], strict=True))
+    def call(tensors: tuple, kwargs: dict, out=None):
+        # the dispatcher passes a trailing float left at its default not at all (or by name)
+        values = {**dict(zip(scalars, tensors[count:], strict=False)), **kwargs}
         named = dict(zip(extras, tensors[2:count], strict=True))
         return k(tensors[0], tensors[1], out=out, **named, **values)
 
     if g.accumulate or "beta" in scalars:
         library.define(f"{name}({arguments}, Tensor(a!) {g.c.name}{floats}) -> ()")
 
-        def run_in_place(*args):
-            c = args[count]
-            call(args[:count] + args[count + 1 :], out=c)
+        def run_in_place(*args, **kwargs):
+            c = kwargs.pop(g.c.name) if g.c.name in kwargs else args[count]
+            call(args[:count] + args[count + 1 :], kwargs, out=c)
 
-        def fake_in_place(*args):
+        def fake_in_place(*args, **kwargs):
             return None
 
         run, fake = run_in_place, fake_in_place
     else:
         library.define(f"{name}({arguments}{floats}) -> Tensor")
 
-        def run_new(*args):
-            return call(args)
+        def run_new(*args, **kwargs):
+            return call(args, kwargs)
 
-        def fake_new(*args):
+        def fake_new(*args, **kwargs):
             return fake_output(g, dict(zip(inputs, args[:count], strict=True)))
 
         run, fake = run_new, fake_new
