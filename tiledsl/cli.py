@@ -259,6 +259,15 @@ def _tune_command(sub) -> None:
         help="the problem size to time (default: 4096x4096x4096, or the declared sizes)",
     )
     t.add_argument(
+        "--sizes",
+        metavar="SUITE",
+        type=_path,
+        help="a file of shapes, one MxNxK a line: the space searched at each, the winners "
+        "written as one .tile of kernels (-o, default ./STEM.tuned.tile) and a dispatch "
+        "table beside it (STEM.tuned.dispatch.json) that run, bench, check and "
+        "tiledsl.load follow",
+    )
+    t.add_argument(
         "--budget",
         type=_count(1, MAX_POINTS),
         metavar="N",
@@ -423,10 +432,15 @@ def _run(args) -> int:
             file=sys.stderr,
         )
     ok = True
+    assigned = _dispatched(name, compiled, kernels, sizes, args) if args.kernel is None else None
     for kernel in kernels:
         launch = compiled.launches[compiled.kernels.index(kernel)]
         ran = [stage for stage, k, did in compiled.snapshots if did and k.name == kernel.name]
-        for size in sizes or [(4096, 4096, 4096) if use_gpu else default_cpu_size(kernel)]:
+        if assigned is not None:
+            kernel_sizes = assigned.get(kernel.name, [])
+        else:
+            kernel_sizes = sizes or [(4096, 4096, 4096) if use_gpu else default_cpu_size(kernel)]
+        for size in kernel_sizes:
             if not args.size and not use_gpu:
                 print(
                     f"{kernel.name}: interpreter default size {'x'.join(map(str, size))} "
@@ -540,6 +554,32 @@ def _doctor(args) -> int:
     return doctor()
 
 
+def _dispatched(name: str, compiled, kernels, sizes, args) -> dict[str, list] | None:
+    """With a dispatch table beside the file (`tiledsl tune --sizes`) and sizes given: the
+    sizes each kernel runs, as the table picks them (saying so); None otherwise (every
+    kernel runs every size)."""
+    from .commands.run import SizeError
+    from .tune.dispatch import choose_kernel, read_table, table_path
+
+    path = Path(name)
+    table = (
+        read_table(table_path(path), {k.name for k in compiled.kernels}) if path.is_file() else None
+    )
+    if table is None or not sizes or len(kernels) < 2:
+        return None
+    assigned: dict[str, list] = {}
+    for size in sizes:
+        try:
+            kernel, why, _ = choose_kernel(tuple(kernels), size, args.batch or 1, table)
+        except SizeError as err:
+            raise UsageError(
+                f"no kernel of {name} runs {'x'.join(map(str, size))}: {err}"
+            ) from None
+        print(f"{'x'.join(map(str, size))} takes {why}")
+        assigned.setdefault(kernel.name, []).append(size)
+    return assigned
+
+
 def _check(args) -> int:
     from .commands.check import check_source
 
@@ -572,6 +612,27 @@ def _tune(args) -> int:
     from .tune.search import cpu_cores, tune_file
 
     text, name = _read(args.file)
+    if args.sizes is not None:
+        from .tune.dispatch import read_suite
+        from .tune.suite import tune_suite
+
+        if args.size is not None or args.dry_run:
+            raise UsageError(
+                "--sizes times the space at every shape of its suite: drop "
+                + ("--size" if args.size is not None else "--dry-run")
+                + " (or drop --sizes)"
+            )
+        return tune_suite(
+            text,
+            name,
+            read_suite(Path(args.sizes)),
+            budget=args.budget,
+            kernel=args.kernel,
+            record=Path(args.record) if args.record else None,
+            output=Path(args.output) if args.output else None,
+            jobs=args.jobs or cpu_cores(),
+            timer_factory=tune_gpu.gpu_timer,
+        )
     return tune_file(
         text,
         name,

@@ -18,16 +18,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from ..driver import Compiled, compile_file, compile_source
 from ..emit.launch import Launch, runtime_scalars
+from ..errors import UsageError
 from ..ir.dtypes import decode, encode
 from ..ir.expr import Const
 from ..ir.nodes import KernelIR
-from ..lowering.edges import needs_twin, variant
+from ..lowering.edges import variant
 from .gpu import run_on_gpu
 from .operands import (
     ArgumentError,
@@ -40,6 +41,9 @@ from .operands import (
     empty,
     signature,
 )
+
+if TYPE_CHECKING:
+    from ..tune.dispatch import Table
 
 
 def load(path_or_text: str | Path, kernel: str | None = None, target: str | None = None):
@@ -71,7 +75,15 @@ def load(path_or_text: str | Path, kernel: str | None = None, target: str | None
             f"(`alpha runtime`, `beta runtime`): load one with kernel=NAME "
             f"({', '.join(k.name for k in chosen)})"
         )
-    return Kernel(compiled, chosen)
+    table = None
+    if is_path:  # a dispatch table beside the file: its picks, for its kernels
+        from ..tune.dispatch import read_table, table_path
+
+        try:
+            table = read_table(table_path(Path(text)), {k.name for k in compiled.kernels})
+        except UsageError as err:
+            raise ArgumentError(str(err)) from None
+    return Kernel(compiled, chosen, table=table)
 
 
 #: Plans a Kernel keeps (one per signature of the arrays it was called on) before it
@@ -96,6 +108,8 @@ class Kernel:
     kernels: tuple[KernelIR, ...]
     # the GPU module, built at the first GPU call, and a launcher per kernel (api.gpu)
     _gpu: dict = field(default_factory=dict, repr=False)
+    # the dispatch table beside the file (`tiledsl tune --sizes`), if it has one
+    table: Table | None = None
     # a Plan per signature of the arrays a call was given (tiledsl.api.operands)
     _plans: dict = field(default_factory=dict, repr=False)
     # the names of the epilogue's operands, which a call passes by keyword
@@ -141,42 +155,27 @@ class Kernel:
         size parameters and why it was chosen; ArgumentError when none can. With `arch` (a
         GPU's, e.g. "sm_90"), of a file whose kernels target several architectures, only
         the kernels of the newest one that GPU runs are candidates (tiledsl run's rule)."""
-        from ..commands.run import SizeError, check_size
+        from ..commands.run import SizeError
+        from ..tune.dispatch import choose_kernel
 
         size = (m, n, k)
         candidates = self.kernels
         if arch is not None:
             offered = self.compiled.for_device(arch)
             candidates = tuple(kern for kern in self.kernels if kern in offered) or candidates
-        covering, why_not, params = [], [], {}
-        for kern in candidates:
-            try:
-                params[kern.name] = check_size(kern, size, batch)
-            except SizeError as err:
-                why_not.append(f"{kern.name}: {err}")
-                continue
-            covering.append(kern)
-        if not covering:
+        try:
+            chosen, why, params = choose_kernel(candidates, size, batch, self.table)
+        except SizeError as err:
             raise ArgumentError(
-                f"no kernel of {self.compiled.file} runs {m}x{n}x{k}: " + "; ".join(why_not)
-            )
-        sizes = covering[0].gemm.size_env(*size)
-        fast = [kern for kern in covering if not needs_twin(kern, sizes)]
-        chosen = (fast or covering)[0]
+                f"no kernel of {self.compiled.file} runs {m}x{n}x{k}: {err}"
+            ) from None
         run, launch = variant(chosen, self._launch(chosen), size)
         if run is not chosen:
-            why = (
-                f"{chosen.name}'s guarded twin {run.name}: {m}x{n}x{k} is not a multiple of "
-                f"its block tile {'x'.join(map(str, chosen.schedule.block))}"
+            why += (
+                f"; its guarded twin {run.name}: {m}x{n}x{k} is not a multiple of its block "
+                f"tile {'x'.join(map(str, chosen.schedule.block))}"
             )
-        elif len(candidates) > 1:
-            why = (
-                f"{chosen.name}: the first kernel of the file that covers {m}x{n}x{k} "
-                "without its guarded twin"
-            )
-        else:
-            why = f"{chosen.name} itself"
-        return Choice(run, launch, params[chosen.name], why)
+        return Choice(run, launch, params, why)
 
     def explain(self, m: int, n: int, k: int, batch: int = 1, arch: str | None = None) -> str:
         """Which kernel M x N x K takes (on a GPU of `arch`, e.g. "sm_90": see choose), why,

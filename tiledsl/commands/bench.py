@@ -129,6 +129,7 @@ def measure(
     from ..gpu import runtime
     from ..gpu.baselines import BASELINES
     from ..progress import Progress
+    from ..tune.dispatch import choose_kernel, read_table, table_path
     from .run import check_size
 
     compiled = [(label, file, compile_file(file, target)) for label, file in entries]
@@ -138,17 +139,25 @@ def measure(
         if not pairs:
             names = ", ".join(k.name for k in c.kernels)
             raise ValueError(f"no kernel '{kernel}' in {file}; it has: {names}")
-        for k, _ in pairs:
-            for size in sizes:
+        # a dispatch table beside the file (`tiledsl tune --sizes`): each size times the
+        # kernel the table picks for it, not every kernel
+        table = read_table(table_path(Path(file)), {k.name for k in c.kernels})
+        if table is not None and kernel is None and len(pairs) > 1:
+            picked = {size: choose_kernel(c.kernels, size, 1, table)[0].name for size in sizes}
+            plan = [(k, x, [s for s in sizes if picked[s] == k.name]) for k, x in pairs]
+        else:
+            plan = [(k, x, list(sizes)) for k, x in pairs]
+        for k, _, its in plan:
+            for size in its:
                 check_size(k, size)
-        chosen.append((label, file, c, pairs))
+        chosen.append((label, file, c, [p for p in plan if p[2]]))
     baselines = [BASELINES[name]() for name in settings.baselines]
     arch = runtime.device_arch()
-    total = sum(len(pairs) for *_, pairs in chosen) * len(sizes) * (1 + len(baselines))
+    total = sum(len(its) for *_, plan in chosen for *_, its in plan) * (1 + len(baselines))
     rows: list[Row] = []
     with Progress(total, "bench", enabled=progress) as bar:
-        for label, file, c, pairs in chosen:
-            for k, launch in pairs:
+        for label, file, c, plan in chosen:
+            for k, launch, its in plan:
                 name = label if len(c.kernels) == 1 else f"{label}:{k.name}"
                 loaded = runtime.load(
                     c.source,
@@ -158,7 +167,7 @@ def measure(
                     use_cache=settings.use_cache,
                     name=Path(file).with_suffix(".cu").name,
                 )
-                for size in sizes:
+                for size in its:
                     mine = Row(name, "tiledsl", k.name, file, size, k.gemm.c.dtype)
                     mine.notes.append(loaded.note)
                     rows += measure_row(mine, k, launch, loaded.module, baselines, settings, bar)

@@ -76,7 +76,23 @@ def check_source(
     if kernel is not None and kernel not in names:
         raise UsageError(f"no kernel '{kernel}' in {file}; it has: {', '.join(names)}")
     kernels = [k for k in compiled.kernels if kernel is None or k.name == kernel]
-    if size is not None:
+    takes = ""
+    if size is not None and len(kernels) > 1:
+        # a file of several kernels: the one the size takes (the dispatch table beside the
+        # file, if any, else the first that covers it without its twin), and its report
+        from ..tune.dispatch import choose_kernel, read_table, table_path
+        from .run import SizeError
+
+        table = read_table(table_path(Path(file)), set(names)) if Path(file).is_file() else None
+        try:
+            chosen, why, _ = choose_kernel(tuple(kernels), size, 1, table)
+        except SizeError as err:
+            raise UsageError(
+                f"no kernel of {file} runs {'x'.join(map(str, size))}: {err}"
+            ) from None
+        takes = f"{'x'.join(map(str, size))} takes {why}\n\n"
+        kernels = [chosen]
+    elif size is not None:
         from .run import SizeError, check_size
 
         for k in kernels:
@@ -91,7 +107,7 @@ def check_source(
         if sweep:
             text += "\n" + render_sweep(k, feasibility_sweep(k, reserve), reserve)
         parts.append(text)
-    return "\n".join(parts)
+    return takes + "\n".join(parts)
 
 
 def _ptxas_note(kernel: KernelIR, note: str) -> str:

@@ -1,0 +1,164 @@
+"""Dispatch tables (`tiledsl tune FILE --sizes SUITE`), without a GPU: the table's rule
+(the shape itself, else the nearest tuned shape whose kernel covers it), reading a suite
+and a table with located errors, the suite search with a fake timer writing one `.tile`
+of kernels and its table, and the table followed by tiledsl.load, `tiledsl check --size`
+and `tiledsl run`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import cli, kernel_text
+
+import tiledsl
+from tiledsl.driver import compile_source
+from tiledsl.errors import UsageError
+from tiledsl.tune.dispatch import Entry, Table, choose_kernel, read_suite, read_table, table_path
+from tiledsl.tune.record import Result
+from tiledsl.tune.suite import tune_suite
+
+# block {64, 128} x 64 x 32: two points, both feasible at the suite's shapes
+SPACE = kernel_text(
+    "block {64, 128} x 64 x 32",
+    "coarsen 1 x 1",
+    "stages 2",
+    "pad none",
+    "swizzle none",
+    "sync all",
+    name="k",
+)
+
+
+class SizeAwareTimer:
+    """A fake GPU on which 64-row blocks win small M and 128-row blocks large M."""
+
+    device = "Fake GPU"
+    compiler = "fakec 1.0"
+
+    def measure(self, points, size, jobs):
+        for point in points:
+            small = "block 64" in point.label
+            ms = (1.0 if small else 2.0) if size[0] <= 64 else (2.0 if small else 1.0)
+            yield point, Result("ok", ms, 2.0, "bit-exact", self.device)
+
+
+def table(*entries: tuple[tuple[int, int, int], str]) -> Table:
+    return Table("x.tile", tuple(Entry(size, name) for size, name in entries))
+
+
+def test_the_shape_itself_else_the_nearest_tuned_shape_that_covers_it() -> None:
+    t = table(((64, 4096, 4096), "small"), ((2048, 4096, 4096), "large"))
+    assert t.pick((64, 4096, 4096)) == ("small", "tuned at 64x4096x4096")
+    name, why = t.pick((1024, 4096, 4096))  # log2 distance 1 to 2048, 4 to 64
+    assert name == "large" and why.startswith("the nearest tuned shape, 2048x4096x4096")
+    assert t.pick((128, 4096, 4096))[0] == "small"  # 1 from 64, 4 from 2048
+    assert t.pick((1024, 4096, 4096), covering={"small"})[0] == "small"
+    assert t.pick((1024, 4096, 4096), covering=set()) is None
+
+
+def test_a_tie_goes_to_the_first_entry() -> None:
+    t = table(((512, 512, 512), "a"), ((2048, 512, 512), "b"))
+    assert t.pick((1024, 512, 512))[0] == "a"
+
+
+def test_reading_a_suite_and_its_errors(tmp_path: Path) -> None:
+    suite = tmp_path / "suite.txt"
+    suite.write_text("# shapes\n64x4096x4096\n\n2048x4096x4096  # the prefill\n64x4096x4096\n")
+    assert read_suite(suite) == [(64, 4096, 4096), (2048, 4096, 4096)]
+    suite.write_text("64x4096x4096\n64 x 4096\n")
+    with pytest.raises(UsageError) as err:
+        read_suite(suite)
+    assert str(err.value).startswith(f"{suite}:2: '64 x 4096' is not a size MxNxK")
+    suite.write_text("# nothing\n")
+    with pytest.raises(UsageError, match="holds no size"):
+        read_suite(suite)
+
+
+def test_a_table_that_cannot_be_read_or_names_another_kernel_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "x.dispatch.json"
+    assert read_table(path) is None
+    path.write_text("{not json")
+    with pytest.raises(UsageError, match="not a dispatch table"):
+        read_table(path)
+    path.write_text(json.dumps({"entries": [{"size": [1, 2, 3], "kernel": "gone"}]}))
+    with pytest.raises(UsageError) as err:
+        read_table(path, {"k_1"})
+    assert str(err.value).startswith(f"{path} names kernel 'gone', which its .tile file")
+
+
+def suite_run(tmp_path: Path, timer=None) -> tuple[int, Path]:
+    space = tmp_path / "space.tile"
+    space.write_text(SPACE)
+    out = tmp_path / "space.tuned.tile"
+    status = tune_suite(
+        SPACE,
+        str(space),
+        [(64, 256, 128), (512, 256, 128)],
+        budget=None,
+        kernel=None,
+        record=tmp_path / "record.jsonl",
+        output=out,
+        jobs=1,
+        timer_factory=lambda: timer,
+    )
+    return status, out
+
+
+def test_a_suite_search_writes_a_kernel_per_winner_and_the_table(tmp_path: Path) -> None:
+    status, out = suite_run(tmp_path, SizeAwareTimer())
+    assert status == 0
+    compiled = compile_source(out.read_text(), str(out))
+    assert [k.name for k in compiled.kernels] == ["k_1", "k_2"]
+    assert [k.schedule.block[0] for k in compiled.kernels] == [64, 128]
+    data = json.loads(table_path(out).read_text())
+    assert data["tile"] == "space.tuned.tile" and data["device"] == "Fake GPU"
+    assert [(e["size"], e["kernel"]) for e in data["entries"]] == [
+        ([64, 256, 128], "k_1"),
+        ([512, 256, 128], "k_2"),
+    ]
+    assert "# k_1: block 64 x 64 x 32; fastest at 64x256x128 (1.000 ms" in out.read_text()
+
+
+def test_a_suite_search_without_a_gpu_writes_nothing(tmp_path: Path) -> None:
+    status, out = suite_run(tmp_path, None)
+    assert status == 1 and not out.exists() and not table_path(out).exists()
+
+
+def test_load_check_and_run_follow_the_table(tmp_path: Path, capsys) -> None:
+    status, out = suite_run(tmp_path, SizeAwareTimer())
+    assert status == 0
+    k = tiledsl.load(out)
+    assert k.table is not None
+    assert k.explain(64, 256, 128).startswith(
+        "64x256x128: k_1: the dispatch table's pick, tuned at 64x256x128"
+    )
+    assert k.explain(1024, 256, 128).startswith(
+        "1024x256x128: k_2: the dispatch table's pick, the nearest tuned shape, 512x256x128"
+    )
+    rng = np.random.default_rng(3)
+    a = rng.integers(-2, 3, (64, 128)).astype(np.float16)
+    b = rng.integers(-2, 3, (128, 256)).astype(np.float16)
+    assert np.array_equal(k(a, b), a.astype(np.float64) @ b.astype(np.float64))
+    shown = cli(["check", out, "--size", "100x256x128"], capsys)
+    assert shown.code == 0
+    assert shown.out.startswith(
+        "100x256x128 takes k_1: the dispatch table's pick, the nearest tuned shape, 64x256x128"
+    )
+    ran = cli(["run", "--cpu", out, "--size", "64x256x128", "--size", "512x256x128"], capsys)
+    assert ran.code == 0, ran.err
+    assert "64x256x128 takes k_1: the dispatch table's pick, tuned at 64x256x128" in ran.out
+    assert "512x256x128 takes k_2" in ran.out
+    assert ran.out.count("PASS") >= 2
+
+
+def test_without_a_table_the_first_kernel_that_covers_a_size_without_its_twin() -> None:
+    two = kernel_text("block 128 x 64 x 32", "stages 2", name="big") + kernel_text(
+        "block 64 x 64 x 32", "stages 2", name="small"
+    )
+    kernels = compile_source(two, "two.tile").kernels
+    assert choose_kernel(kernels, (128, 64, 32))[0].name == "big"
+    chosen, why, _ = choose_kernel(kernels, (64, 64, 32))
+    assert chosen.name == "small" and "without its guarded twin" in why

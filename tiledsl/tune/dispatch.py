@@ -1,0 +1,205 @@
+"""A dispatch table: which kernel of a `.tile` file runs each shape, as `tiledsl tune --sizes`
+found it. The table lives beside the file, `NAME.dispatch.json` for `NAME.tile`:
+
+    {"tile": "space.tuned.tile", "device": "NVIDIA H200", "compiler": "nvrtc 13.0",
+     "rule": "...", "entries": [{"size": [2048, 4096, 4096], "kernel": "space_1",
+                                 "ms": 0.083, "tflops": 828.3, "point": "block=128x256x64"}]}
+
+    table = read_table(table_path(tile))         # None when there is none
+    name, why = table.pick((m, n, k), covering)  # covering: the kernels that can run it
+
+The rule (`pick`): the shape itself if it was tuned; otherwise the nearest tuned shape
+whose kernel covers this one, the distance being the sum over M, N and K of |log2| of
+their ratios (2048 is as near 4096 as 8192 is, and a factor in M counts as one in N); a
+tie goes to the entry written first. None when no entry's kernel covers the shape (the
+file's own rule then applies: the first kernel that covers it without its guarded twin).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+from ..ir.nodes import KernelIR
+
+Size = tuple[int, int, int]
+
+#: The words every table carries, so that a reader knows how a shape is matched.
+RULE = (
+    "the shape itself if it was tuned, else the nearest tuned shape whose kernel covers it "
+    "(distance: the sum of |log2| of the M, N and K ratios; a tie: the first entry)"
+)
+
+
+@dataclass(frozen=True)
+class Entry:
+    size: Size
+    kernel: str
+    ms: float | None = None
+    tflops: float | None = None
+    point: str = ""  # the tuning point's label
+
+    def to_json(self) -> dict:
+        return {
+            "size": list(self.size),
+            "kernel": self.kernel,
+            "ms": self.ms,
+            "tflops": self.tflops,
+            "point": self.point,
+        }
+
+
+@dataclass(frozen=True)
+class Table:
+    tile: str  # the .tile file whose kernels the entries name
+    entries: tuple[Entry, ...]
+    device: str = ""
+    compiler: str = ""
+
+    def pick(self, size: Size, covering: set[str] | None = None) -> tuple[str, str] | None:
+        """(kernel name, why) for `size` among the entries whose kernel is in `covering`
+        (None: every entry), or None when there is none."""
+        usable = [e for e in self.entries if covering is None or e.kernel in covering]
+        for e in usable:
+            if e.size == size:
+                return e.kernel, f"tuned at {_text(size)}"
+        if not usable:
+            return None
+        nearest = min(usable, key=lambda e: distance(e.size, size))  # min keeps the first
+        return (
+            nearest.kernel,
+            f"the nearest tuned shape, {_text(nearest.size)} (log2 distance "
+            f"{distance(nearest.size, size):.2f})",
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "tile": self.tile,
+            "device": self.device,
+            "compiler": self.compiler,
+            "rule": RULE,
+            "entries": [e.to_json() for e in self.entries],
+        }
+
+
+def distance(a: Size, b: Size) -> float:
+    return sum(abs(math.log2(x / y)) for x, y in zip(a, b, strict=True))
+
+
+def table_path(tile: Path) -> Path:
+    """Where the dispatch table of `tile` lives: beside it, NAME.dispatch.json."""
+    return tile.with_suffix(".dispatch.json")
+
+
+def read_table(path: Path, kernels: set[str] | None = None) -> Table | None:
+    """The table at `path` (None if there is none); UsageError, naming the file and what
+    is wrong, for one that cannot be read or names a kernel not in `kernels`."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        entries = tuple(
+            Entry(
+                _size(e["size"]),
+                str(e["kernel"]),
+                e.get("ms"),
+                e.get("tflops"),
+                str(e.get("point", "")),
+            )
+            for e in data["entries"]
+        )
+        table = Table(
+            str(data.get("tile", "")), entries, data.get("device", ""), data.get("compiler", "")
+        )
+    except (OSError, ValueError, KeyError, TypeError, OverflowError) as err:
+        raise UsageError(
+            f"{path}: not a dispatch table ({type(err).__name__}: {err}); rewrite it with "
+            "`tiledsl tune FILE --sizes SUITE`, or remove it"
+        ) from None
+    unknown = sorted({e.kernel for e in entries} - kernels) if kernels is not None else []
+    if unknown:
+        raise UsageError(
+            f"{path} names kernel '{unknown[0]}', which its .tile file does not have: "
+            "rewrite the table with `tiledsl tune FILE --sizes SUITE`, or remove it"
+        )
+    return table
+
+
+def _size(value) -> Size:
+    m, n, k = (int(v) for v in value)
+    if min(m, n, k) < 1:
+        raise ValueError(f"size {value} is not positive")
+    return m, n, k
+
+
+def _text(size: Size) -> str:
+    return "x".join(map(str, size))
+
+
+def read_suite(path: Path) -> list[Size]:
+    """The shapes of a suite file: one MxNxK a line, `#` comments and blank lines skipped;
+    UsageError with the line of one that is not a size."""
+    from ..commands.run import parse_size
+
+    sizes = []
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as err:
+        raise UsageError(f"cannot read the suite {path}: {err.strerror or err}") from None
+    for number, line in enumerate(lines, 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        try:
+            size = parse_size(text)
+        except Exception as err:  # argparse's type error, or a ValueError
+            raise UsageError(f"{path}:{number}: '{text}' is not a size MxNxK ({err})") from None
+        if size not in sizes:
+            sizes.append(size)
+    if not sizes:
+        raise UsageError(f"{path} holds no size: write one MxNxK a line")
+    return sizes
+
+
+def choose_kernel(
+    kernels: tuple[KernelIR, ...], size: Size, batch: int = 1, table: Table | None = None
+) -> tuple[KernelIR, str, dict[str, int]]:
+    """The kernel of a file that runs `size` (before the guarded twin is chosen for it), why,
+    and its size parameters: the table's pick among the kernels that can run the size,
+    else the first of those that covers it without its guarded twin, else the first.
+    SizeError (commands.run) with every kernel's reason when none can run it."""
+    from ..commands.run import SizeError, check_size
+    from ..lowering.edges import needs_twin
+
+    covering, why_not, params = [], [], {}
+    for kern in kernels:
+        try:
+            params[kern.name] = check_size(kern, size, batch)
+        except SizeError as err:
+            why_not.append(f"{kern.name}: {err}")
+            continue
+        covering.append(kern)
+    if not covering:
+        raise SizeError("; ".join(why_not))
+    if table is not None:
+        picked = table.pick(size, {k.name for k in covering})
+        if picked is not None:
+            name, why = picked
+            chosen = next(k for k in covering if k.name == name)
+            return chosen, f"{name}: the dispatch table's pick, {why}", params[name]
+    sizes = covering[0].gemm.size_env(*size)
+    fast = [kern for kern in covering if not needs_twin(kern, sizes)]
+    chosen = (fast or covering)[0]
+    if len(kernels) == 1:
+        why = f"{chosen.name} itself"
+    elif fast:
+        why = (
+            f"{chosen.name}: the first kernel of the file that covers {_text(size)} without "
+            "its guarded twin"
+        )
+    else:
+        why = f"{chosen.name}: the first kernel of the file that covers {_text(size)}"
+    return chosen, why, params[chosen.name]
