@@ -308,7 +308,7 @@ def tune_file(
         )
         print(f"tiledsl tune: error: {why}; --dry-run lists the points", file=sys.stderr)
         return 1
-    outcome = _search(file, points, verdicts, feasible, size, budget, record, jobs, timer)
+    outcome = search_points(file, points, verdicts, feasible, size, budget, record, jobs, timer)
     outcome.seconds = time.monotonic() - started  # the whole search, expansion included
     return _finish(outcome, output)
 
@@ -327,7 +327,9 @@ def _dry_run(all_points: list[Point], feasible: list[Point], size: Size, budget:
     return 0
 
 
-def _search(file, points, verdicts, feasible, size, budget, record, jobs, timer) -> Outcome:
+def search_points(file, points, verdicts, feasible, size, budget, record, jobs, timer) -> Outcome:
+    """Steps 3 to 5 at one size (the record read and appended to, the chosen points timed),
+    for `tune_file` and for each shape of `tiledsl tune --sizes` (tiledsl.tune.suite)."""
     record = record or Path.cwd() / f"tune-{Path(file).stem}.jsonl"
     entries = read_record(record)
     texts = {p.text for p in feasible}

@@ -27,7 +27,7 @@ from ..frontend.formatter import format_program
 from ..frontend.parser import parse
 from .dispatch import Entry, Table, table_path
 from .record import Size, size_text, tflops
-from .search import Outcome, Timer, _search, describe, prune
+from .search import Outcome, Timer, describe, prune, search_points
 from .space import Point, expand
 
 
@@ -73,7 +73,7 @@ def tune_suite(
                     file=sys.stderr,
                 )
                 return 1
-        outcome = _search(file, points, verdicts, feasible, size, budget, record, jobs, timer)
+        outcome = search_points(file, points, verdicts, feasible, size, budget, record, jobs, timer)
         for point, result in outcome.failed:
             print(f"failed  {point.label}: {result.status}: {result.detail}", file=sys.stderr)
             ok = False
