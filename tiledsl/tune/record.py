@@ -29,12 +29,13 @@ Size = tuple[int, int, int]
 
 @dataclass(frozen=True)
 class Result:
-    status: str  # "ok", "failed check", "compile error", "run error" (or "pruned", recorded)
+    status: str  # one of STATUSES ("worker died": its GPU worker exited while on it)
     time_ms: float | None = None  # the median, counted only when both oracles passed
     cublas_ms: float | None = None  # cuBLAS at the same size on the same device
     detail: str = ""  # the checks passed, or what failed
     device: str = ""
     reused: bool = False  # read from the record, not measured in this run
+    gpu: int | None = None  # which GPU of the host measured it (its CUDA ordinal)
 
 
 def size_text(size: Size) -> str:
@@ -46,7 +47,7 @@ def tflops(size: Size, ms: float | None) -> float | None:
     return 2 * m * n * k / (ms * 1e9) if ms else None
 
 
-STATUSES = ("ok", "failed check", "compile error", "run error", "pruned")
+STATUSES = ("ok", "failed check", "compile error", "run error", "worker died", "pruned")
 
 
 def read_record(path: Path, warn=None) -> list[dict]:
@@ -154,6 +155,7 @@ def entry(point: Point, size: Size, device: str, compiler: str, file: str, r: Re
         "device": r.device or device,
         "compiler": compiler,
         "status": r.status,
+        "gpu": r.gpu,
         "time_ms": r.time_ms,
         "tflops": tflops(size, r.time_ms),
         "cublas_ms": r.cublas_ms,

@@ -16,8 +16,10 @@ emitted source, which the worker and the timing process both get from
 candidate's result. Were the cache not writable, the timing process compiles again.
 
 Timing. With one GPU, in this process; with several, one spawned worker per GPU
-(`cupy.cuda.Device(i)`), each taking the next candidate when it is free, so the
-GPUs (taken to be alike: one host) share the list. A candidate is measured by
+(`tiledsl.tune.pool.share`, `cupy.cuda.Device(i)`), each taking the next candidate when
+it is free, so the GPUs (taken to be alike: one host) share the list; a worker that dies
+costs the candidate it held ("worker died", timed again by a rerun) and the others go on.
+Each result says which GPU timed it (`gpu` in the record). A candidate is measured by
 `tiledsl.commands.bench.measure_row`: both oracles on fresh inputs, then CUDA events
 around runs on inputs rotated past the L2, the time counting only if both passed.
 cuBLAS is measured the same way once per process and size, beside the first
@@ -26,9 +28,8 @@ candidate, for the ratio.
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import replace
 from pathlib import Path
 
 from ..commands.bench import Row, Settings
@@ -38,6 +39,7 @@ from ..frontend.syntax import Program
 from ..gpu import runtime
 from ..ir.targets import build_arch
 from ..progress import Progress
+from .pool import share
 from .record import Result, Size
 from .search import parallel_map
 from .space import Point
@@ -75,28 +77,31 @@ class GpuTimer:
                 yield point, Result("compile error", detail=error, device=self.device)
         if self.count == 1 or len(ready) <= 1:
             for point in ready:
-                yield point, time_point(point.program, size, self.settings)
+                yield point, replace(time_point(point.program, size, self.settings), gpu=0)
             return
-        context = multiprocessing.get_context("spawn")
-        devices = context.Queue()
-        for i in range(self.count):
-            devices.put(i)
-        with ProcessPoolExecutor(
-            min(self.count, len(ready)),
-            mp_context=context,
-            initializer=_use_device,
-            initargs=(devices,),
-        ) as pool:
-            futures = {pool.submit(time_point, p.program, size, self.settings): p for p in ready}
-            for future in as_completed(futures):
-                yield futures[future], future.result()
+        # a worker per GPU (tiledsl.tune.pool): one that dies costs the point it held, and
+        # the others time the rest; the record says which GPU timed each point
+        work = [(p.program, size, self.settings) for p in ready]
+        for index, gpu, result, lost in share(time_on_gpu, work, list(range(self.count))):
+            if lost is not None:
+                yield ready[index], Result("worker died", detail=lost, device=self.device, gpu=gpu)
+            else:
+                yield ready[index], replace(result, gpu=gpu)
 
 
-def _use_device(devices) -> None:
-    """A GPU worker's start: take the next free device and make it current."""
-    import cupy
+#: The GPU this worker process has made current (time_on_gpu), once.
+_CURRENT_GPU: int | None = None
 
-    cupy.cuda.Device(devices.get()).use()
+
+def time_on_gpu(gpu: int, item: tuple) -> Result:
+    """`time_point` on GPU `gpu`, in the pool's worker of that GPU."""
+    global _CURRENT_GPU
+    if _CURRENT_GPU != gpu:
+        import cupy
+
+        cupy.cuda.Device(gpu).use()
+        _CURRENT_GPU = gpu
+    return time_point(*item)
 
 
 def _load(compiled: Compiled, arch: str, loader=None) -> runtime.Loaded:
