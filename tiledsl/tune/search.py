@@ -362,8 +362,29 @@ def search_points(file, points, verdicts, feasible, size, budget, record, jobs, 
             bar.step(shown)
             if not bar.active:
                 print(f"tune {len(results) - len(reused):>3}/{len(chosen)}  {shown}")
+        finalists = _finalists(results) if hasattr(timer, "retime") else []
+        if finalists:  # timed on several GPUs: the fastest few again, side by side on one
+            print(f"re-timing the fastest {len(finalists)} on one GPU (they were timed on several)")
+            again = {p.text: r for p, r in timer.retime(finalists, size)}
+            results = [(p, again.get(p.text, r)) for p, r in results]
+            for point in finalists:
+                line = entry(point, size, timer.device, timer.compiler, file, again[point.text])
+                log.write(json.dumps(line) + "\n")
     pruned = sum(v.reason is not None for v in verdicts)
     return Outcome(file, size, timer.device, timer.compiler, len(points), pruned, results, left, 0)
+
+
+#: How many of the fastest points are re-timed on one GPU when several GPUs timed them.
+FINALISTS = 3
+
+
+def _finalists(results: list[tuple[Point, Result]]) -> list[Point]:
+    """The fastest points measured in this run, when more than one GPU measured them: GPUs of
+    one model still differ by a percent or two, so the best is chosen on one of them."""
+    timed = [(p, r) for p, r in results if r.status == "ok" and r.gpu is not None]
+    if len({r.gpu for _, r in timed}) < 2:
+        return []
+    return [p for p, _ in sorted(timed, key=lambda pr: _timed_ms(pr[1]))[:FINALISTS]]
 
 
 def _finish(outcome: Outcome, output: Path | None) -> int:

@@ -88,6 +88,15 @@ class GpuTimer:
             else:
                 yield ready[index], replace(result, gpu=gpu)
 
+    def retime(self, points: list[Point], size: Size) -> Iterator[tuple[Point, Result]]:
+        """The points timed again one after another in this process, on its current GPU (0:
+        the workers took the others): the finalists of a search that several GPUs timed,
+        compared on one."""
+        for point in points:
+            result = time_point(point.program, size, self.settings)
+            detail = f"{result.detail}; re-timed on GPU 0 beside the other finalists"
+            yield point, replace(result, gpu=0, detail=detail)
+
 
 #: The GPU this worker process has made current (time_on_gpu), once.
 _CURRENT_GPU: int | None = None
