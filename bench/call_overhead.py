@@ -91,8 +91,8 @@ def main() -> None:
     # the bare launch: the plan's launcher, its arguments built once, called directly
     plan = next(iter(kernel._plans.values()))
     launcher = kernel._gpu[plan.choice.kernel.name]
-    bare_args = _bare_arguments(launcher, {"A": a, "B": b, "C": c}, plan.choice.sizes)
-    grid = launcher.launch.grid_dims(plan.choice.sizes, launcher.sms)
+    pointers = {"A": a.data_ptr(), "B": b.data_ptr(), "C": c.data_ptr()}
+    grid, bare_args = launcher.arguments(pointers, plan.choice.sizes)
     block, shared = (launcher.launch.threads,), launcher.launch.smem_bytes
     stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
 
@@ -157,24 +157,6 @@ def _profile(rows: dict, sync) -> None:
         profiler.disable()
         print(f"--- {name}")
         pstats.Stats(profiler).sort_stats("tottime").print_stats(14)
-
-
-def _bare_arguments(launcher, tensors: dict, sizes: dict) -> tuple:
-    """The launch's arguments as Launcher.at builds them, once."""
-    from tiledsl.gpu import tensor_maps
-
-    args = []
-    for kind, name in launcher.params:
-        if kind == "pointer":
-            args.append(np.uint64(tensors[name].data_ptr()))
-        elif kind == "size":
-            args.append(np.int32(sizes[name]))
-        elif kind == "map":
-            spec = launcher.maps[name]
-            args.append(tensor_maps.encode(spec, tensors[spec.operand].data_ptr(), sizes))
-        else:
-            args.append(launcher.scratch[name])
-    return tuple(args)
 
 
 if __name__ == "__main__":

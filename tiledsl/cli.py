@@ -559,22 +559,17 @@ def _dispatched(name: str, compiled, kernels, sizes, args) -> dict[str, list] | 
     sizes each kernel runs, as the table picks them (saying so); None otherwise (every
     kernel runs every size)."""
     from .commands.run import SizeError
-    from .tune.dispatch import choose_kernel, read_table, table_path
+    from .tune.dispatch import assign_sizes, table_beside
 
-    path = Path(name)
-    table = (
-        read_table(table_path(path), {k.name for k in compiled.kernels}) if path.is_file() else None
-    )
+    table = table_beside(name, compiled.kernels)
     if table is None or not sizes or len(kernels) < 2:
         return None
+    try:
+        picks = assign_sizes(tuple(kernels), sizes, table, args.batch or 1)
+    except SizeError as err:
+        raise UsageError(f"no kernel of {name} runs {err}") from None
     assigned: dict[str, list] = {}
-    for size in sizes:
-        try:
-            kernel, why, _ = choose_kernel(tuple(kernels), size, args.batch or 1, table)
-        except SizeError as err:
-            raise UsageError(
-                f"no kernel of {name} runs {'x'.join(map(str, size))}: {err}"
-            ) from None
+    for size, kernel, why in picks:
         print(f"{'x'.join(map(str, size))} takes {why}")
         assigned.setdefault(kernel.name, []).append(size)
     return assigned

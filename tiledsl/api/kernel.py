@@ -77,10 +77,10 @@ def load(path_or_text: str | Path, kernel: str | None = None, target: str | None
         )
     table = None
     if is_path:  # a dispatch table beside the file: its picks, for its kernels
-        from ..tune.dispatch import read_table, table_path
+        from ..tune.dispatch import table_beside
 
         try:
-            table = read_table(table_path(Path(text)), {k.name for k in compiled.kernels})
+            table = table_beside(text, compiled.kernels)
         except UsageError as err:
             raise ArgumentError(str(err)) from None
     return Kernel(compiled, chosen, table=table)
@@ -243,7 +243,7 @@ class Kernel:
     def _scalars(self, extras: dict) -> dict[str, float]:
         """The call's values of the epilogue's runtime alpha and beta (taken out of
         `extras`; alpha 1 and beta 0 when not given), checked as the directive's numbers."""
-        from ..frontend.directives import F32_MAX, F32_TINY
+        from ..frontend.directives import F32_TINY, f32_problem
 
         defaults = {"alpha": 1.0, "beta": 0.0}
         values = {}
@@ -253,9 +253,10 @@ class Kernel:
                 value = float(value)
             except (TypeError, ValueError):
                 raise ArgumentError(f"{name} must be a number, got {value!r}") from None
-            if not abs(value) < F32_MAX * (1 + 2**-25):
+            problem = f32_problem(value)
+            if problem == "not finite":
                 raise ArgumentError(f"{name} = {value!r} is not a finite f32 number")
-            if value != 0 and abs(value) < F32_TINY:
+            if problem == "subnormal":
                 raise ArgumentError(
                     f"{name} = {value!r} is below f32's smallest normal number "
                     f"({F32_TINY:.7g}), which the GPU flushes to zero: pass 0 or a larger value"

@@ -286,13 +286,19 @@ def empty(library: str, shape: tuple[int, ...], op, device: int = 0) -> Any:
         if op.layout == "col" and len(shape) == 3:
             return cupy.empty((shape[0], shape[2], shape[1]), STORAGE[op.dtype]).swapaxes(1, 2)
         return cupy.empty(shape, STORAGE[op.dtype], order=order)
+    dtype, where = _torch_types(op.dtype, device)
+    return torch_empty(shape, dtype, op.layout, where)
+
+
+def torch_empty(shape: tuple, dtype, layout: str, device) -> Any:
+    """A new torch tensor of `shape` laid out `layout` (col: each matrix's columns
+    contiguous) on `device`: C, a copy of an operand, or the torch operator's fake C."""
     import torch
 
-    dtype, where = _torch_types(op.dtype, device)
-    if op.layout == "row":
-        return torch.empty(shape, dtype=dtype, device=where)
+    if layout == "row":
+        return torch.empty(shape, dtype=dtype, device=device)
     flipped = (*shape[:-2], shape[-1], shape[-2])
-    return torch.empty(flipped, dtype=dtype, device=where).transpose(-1, -2)
+    return torch.empty(flipped, dtype=dtype, device=device).transpose(-1, -2)
 
 
 #: torch's dtype and device objects by (declared type, GPU), made once: torch.empty parses
@@ -305,9 +311,15 @@ def _torch_types(dtype: str, device: int) -> tuple:
     if found is None:
         import torch
 
-        kind = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dtype]
-        found = _TORCH_TYPES[dtype, device] = (kind, torch.device("cuda", device))
+        found = _TORCH_TYPES[dtype, device] = (torch_dtype(dtype), torch.device("cuda", device))
     return found
+
+
+def torch_dtype(dtype: str):
+    """torch's dtype of a declared type."""
+    import torch
+
+    return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dtype]
 
 
 def conformed(array, op: OperandInfo):

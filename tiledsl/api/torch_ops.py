@@ -23,7 +23,7 @@ from pathlib import Path
 from ..ir.expr import Const, Var
 from ..ir.gemm import Gemm
 from .kernel import Kernel, load
-from .operands import ArgumentError
+from .operands import ArgumentError, torch_dtype, torch_empty
 
 #: The custom ops made in this process, by name: torch keeps an operator for good once
 #: it is defined, so a name is bound to one kernel.
@@ -131,13 +131,6 @@ def output_shape(g: Gemm, shapes: dict) -> tuple:
 
 def fake_output(g: Gemm, tensors: dict):
     """What the op returns, without running: a new C of the declared type and layout."""
-    import torch
-
     shape = output_shape(g, {n: t.shape for n, t in tensors.items()})
     c = g.c.declared
-    dtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[c.dtype]
-    device = tensors[g.a.name].device
-    if c.layout == "row":
-        return torch.empty(shape, dtype=dtype, device=device)
-    flipped = (*shape[:-2], shape[-1], shape[-2])
-    return torch.empty(flipped, dtype=dtype, device=device).transpose(-1, -2)
+    return torch_empty(shape, torch_dtype(c.dtype), c.layout, tensors[g.a.name].device)

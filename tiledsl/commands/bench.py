@@ -129,7 +129,7 @@ def measure(
     from ..gpu import runtime
     from ..gpu.baselines import BASELINES
     from ..progress import Progress
-    from ..tune.dispatch import choose_kernel, read_table, table_path
+    from ..tune.dispatch import assign_sizes, table_beside
     from .run import check_size
 
     compiled = [(label, file, compile_file(file, target)) for label, file in entries]
@@ -141,10 +141,10 @@ def measure(
             raise ValueError(f"no kernel '{kernel}' in {file}; it has: {names}")
         # a dispatch table beside the file (`tiledsl tune --sizes`): each size times the
         # kernel the table picks for it, not every kernel
-        table = read_table(table_path(Path(file)), {k.name for k in c.kernels})
+        table = table_beside(file, c.kernels)
         if table is not None and kernel is None and len(pairs) > 1:
-            picked = {size: choose_kernel(c.kernels, size, 1, table)[0].name for size in sizes}
-            plan = [(k, x, [s for s in sizes if picked[s] == k.name]) for k, x in pairs]
+            picks = assign_sizes(c.kernels, sizes, table)
+            plan = [(k, x, [s for s, by, _ in picks if by is k]) for k, x in pairs]
         else:
             plan = [(k, x, list(sizes)) for k, x in pairs]
         for k, _, its in plan:

@@ -80,10 +80,10 @@ def check_source(
     if size is not None and len(kernels) > 1:
         # a file of several kernels: the one the size takes (the dispatch table beside the
         # file, if any, else the first that covers it without its twin), and its report
-        from ..tune.dispatch import choose_kernel, read_table, table_path
+        from ..tune.dispatch import choose_kernel, table_beside
         from .run import SizeError
 
-        table = read_table(table_path(Path(file)), set(names)) if Path(file).is_file() else None
+        table = table_beside(file, compiled.kernels)
         try:
             chosen, why, _ = choose_kernel(tuple(kernels), size, 1, table)
         except SizeError as err:

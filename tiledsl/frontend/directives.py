@@ -221,21 +221,32 @@ F32_MAX = 3.4028234663852886e38
 F32_TINY = 1.1754943508222875e-38  # the smallest normal f32
 
 
+def f32_problem(value: float) -> str | None:
+    """What keeps `value` from being an epilogue's f32 alpha or beta: "not finite" (past
+    f32's range), "subnormal" (the GPU flushes it to zero), or None."""
+    # f32 rounds values a little past F32_MAX down to it: the bound is half an ulp up
+    if not abs(value) < F32_MAX * (1 + 2**-25):
+        return "not finite"
+    if value != 0 and abs(value) < F32_TINY:
+        return "subnormal"
+    return None
+
+
 def _read_epilogue(d, errs):
     """The steps as written; alpha and beta must be f32 values the kernel can hold (it
     multiplies in f32, compiled with subnormals flushed to zero)."""
     for group in d.groups:
         if group[0].text in ("alpha", "beta") and isinstance(group[-1], S.Num):
             num = group[-1]
-            # f32 rounds values a little past F32_MAX down to it: the bound is half an ulp up
-            if not abs(num.value) < F32_MAX * (1 + 2**-25):
+            problem = f32_problem(num.value)
+            if problem == "not finite":
                 errs.add(
                     num.loc,
                     f"{group[0].text} {num.text} is not a finite f32 number "
                     f"(at most {F32_MAX:.7g})",
                     "the epilogue computes in f32: write a value within its range",
                 )
-            elif num.value != 0 and abs(num.value) < F32_TINY:
+            elif problem == "subnormal":
                 errs.add(
                     num.loc,
                     f"{group[0].text} {num.text} is below f32's smallest normal number "

@@ -366,7 +366,7 @@ class Launcher:
         if built is None:  # the grid and the arguments of these addresses and sizes, once
             if len(self._built) >= MAX_BUILT:
                 self._built.clear()
-            built = self._built[key] = self._build(pointers, sizes)
+            built = self._built[key] = self.arguments(pointers, sizes)
         grid, args = built
         if self.fn is not None:
             self.fn(grid, self._block, args, self._shared, stream)
@@ -376,7 +376,7 @@ class Launcher:
             with stream:
                 self.raw(grid, self._block, args, shared_mem=self._shared)
 
-    def _build(self, pointers: dict[str, int], sizes: Mapping[str, float]) -> tuple:
+    def arguments(self, pointers: dict[str, int], sizes: Mapping[str, float]) -> tuple:
         """The grid and the argument tuple of a launch (tensor maps encoded here)."""
         import numpy as np
 

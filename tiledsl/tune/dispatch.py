@@ -94,6 +94,32 @@ def table_path(tile: Path) -> Path:
     return tile.with_suffix(".dispatch.json")
 
 
+def table_beside(file: str | Path, kernels) -> Table | None:
+    """The table beside the `.tile` file `file` (None for a file's text, or none there),
+    checked against the file's `kernels` (KernelIRs)."""
+    path = Path(file)
+    if not path.is_file():
+        return None
+    return read_table(table_path(path), {k.name for k in kernels})
+
+
+def assign_sizes(
+    kernels: tuple[KernelIR, ...], sizes, table: Table, batch: int = 1
+) -> list[tuple[Size, KernelIR, str]]:
+    """(size, the kernel that runs it, why) for every size, by `choose_kernel`; its
+    SizeError names the size no kernel runs."""
+    from ..commands.run import SizeError
+
+    out = []
+    for size in sizes:
+        try:
+            kernel, why, _ = choose_kernel(kernels, size, batch, table)
+        except SizeError as err:
+            raise SizeError(f"{_text(size)}: {err}") from None
+        out.append((size, kernel, why))
+    return out
+
+
 def read_table(path: Path, kernels: set[str] | None = None) -> Table | None:
     """The table at `path` (None if there is none); UsageError, naming the file and what
     is wrong, for one that cannot be read or names a kernel not in `kernels`."""
