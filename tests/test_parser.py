@@ -117,6 +117,14 @@ def test_tuning_sets_anywhere_a_number_goes() -> None:
     assert directive("epilogue alpha {1.0, -2}").groups == ((w("alpha"), s("1.0", "-2")),)
 
 
+def test_mma_takes_a_tuning_set_of_instruction_shapes() -> None:
+    d = directive("mma {m64n64k16, m64n128k16}")
+    (options,) = d.groups[0]
+    assert options == TuningSet((w("m64n64k16"), w("m64n128k16")), NOWHERE)
+    assert str(options) == "{m64n64k16, m64n128k16}"
+    assert options.loc.col == 10  # at the first shape, where `tune` points a pruned choice
+
+
 def test_numbers_keep_their_text_and_kind() -> None:
     (a, b, c) = directive("block +8 x 1.50 x -0").groups[0]
     assert (a.value, a.text) == (8, "+8") and isinstance(a.value, int)

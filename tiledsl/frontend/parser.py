@@ -165,6 +165,13 @@ class _Builder(Transformer):
     def tuning_set(self, meta, children) -> TuningSet:
         return TuningSet(tuple(_number(self.file, c) for c in children), self._loc(meta))
 
+    def mma_set(self, meta, children) -> Directive:
+        # `mma {m64n64k16, m64n128k16}`: a tuning set of instruction shapes, so that a
+        # space can pair each block tile with the wgmma that fills it
+        keyword, *shapes = children
+        options = TuningSet(tuple(self._word(s) for s in shapes), _token_loc(self.file, shapes[0]))
+        return self.__default__("mma", [keyword, options], meta)
+
     def __default__(self, data, children, meta) -> Directive:
         # Every other rule is a directive: its keyword, then either its arguments
         # (one group) or the `group` tuples of a comma-separated list.

@@ -33,9 +33,10 @@ class Num:
 
 @dataclass(frozen=True)
 class TuningSet:
-    """`{64, 128}`: a numeric value left open for `tiledsl tune`."""
+    """`{64, 128}`: a numeric value left open for `tiledsl tune` (or, after `mma`, a set of
+    instruction shapes, `{m64n64k16, m64n128k16}`: Words)."""
 
-    options: tuple[Num, ...]
+    options: tuple[Num | Word, ...]
     loc: Loc = field(compare=False, repr=False)
 
     def __str__(self) -> str:

@@ -8,10 +8,11 @@
 Every `TuningSet` in the chosen kernel's directives is one choice; the points are
 the cartesian product of the choices, in the order the sets stand in the kernel
 (directives in `syntax.DIRECTIVES` order, as the parser keeps them). A point is
-the kernel with each set replaced by the chosen number, so it is a plain file:
-its canonical text (`formatter.format_program`) compiles as it stands and is the
-key `tiledsl tune` records results under. The chosen number keeps its location
-in the space file, so an error about a point is located in the space.
+the kernel with each set replaced by the chosen number (or instruction shape, `mma
+{m64n64k16, m64n128k16}`), so it is a plain file: its canonical text
+(`formatter.format_program`) compiles as it stands and is the key `tiledsl tune`
+records results under. The chosen value keeps its location in the space file, so an
+error about a point is located in the space.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import Collector
 from ..frontend.formatter import format_directive, format_program
-from ..frontend.syntax import Kernel, Num, Program, TuningSet
+from ..frontend.syntax import Kernel, Num, Program, TuningSet, Word
 
 #: Points a space may have: beyond this, expanding and compiling each is not a search.
 MAX_POINTS = 20_000
@@ -87,7 +88,7 @@ def expand(program: Program, name: str | None = None) -> list[Point]:
     return list(points.values())
 
 
-def _point(program: Program, kernel: Kernel, combination: tuple[Num, ...]) -> Point:
+def _point(program: Program, kernel: Kernel, combination: tuple[Num | Word, ...]) -> Point:
     chosen = iter(combination)
     directives, choices = [], []
     for d in kernel.directives:
