@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -431,3 +432,66 @@ def test_hopper_bf16_variants_and_their_ratios(tmp_path: Path, monkeypatch) -> N
     assert "geometric mean bf16/f16" in hopper.render_bf16(list(ratios.values()))
     f16 = [r for r in rows if not r["label"].endswith(hopper.BF16)]
     assert hopper.verdicts(f16)[0]["best"] in ("cluster", "epilogue")
+
+
+def _shapes_script(monkeypatch):
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))  # shapes.py imports best.py beside it
+    spec = importlib.util.spec_from_file_location("shapes_bench", ROOT / "bench" / "shapes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_shapes_are_the_36_llama_projections_and_judged_on_memory_at_few_tokens(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """bench/shapes.py: 0.9x the fastest cuBLAS and 1.0x Triton per shape, 85 % of the copy
+    bandwidth's bound up to M = 64, and the geometric mean over the shapes."""
+    shapes = _shapes_script(monkeypatch)
+    assert len(shapes.llama_shapes()) == 36 and (1, 22016, 4096) in shapes.llama_shapes()
+    bandwidth = 4e12  # bytes per second
+    decode, prefill = (16, 4096, 4096), (2048, 4096, 4096)
+    bound_ms = shapes.operand_bytes(decode) / bandwidth * 1e3  # 8.45 µs
+
+    def row(kind, size, ms, label=None):
+        m, n, k = size
+        return {
+            "label": label or kind,
+            "kind": kind,
+            "kernel": label or kind,
+            "size": list(size),
+            "ok": True,
+            "time_ms": ms,
+            "tflops": 2 * m * n * k / (ms * 1e9),
+        }
+
+    rows = [
+        row("tiledsl", decode, bound_ms / 0.80, "small_m"),  # 0.80 of the bound: missed
+        row("cublas", decode, bound_ms / 0.70),
+        row("cublas", decode, bound_ms / 0.75),  # the faster cuBLAS sample counts
+        row("triton", decode, bound_ms / 0.5),
+        row("tiledsl", prefill, 0.150, "hopper"),
+        row("tiledsl", prefill, 0.140, "hopper_tuned"),  # the best row of the shape
+        row("cublas", prefill, 0.125),  # 0.893x: missed
+        row("triton", prefill, 0.160),
+    ]
+    found = {tuple(v["size"]): v for v in shapes.verdicts(rows, bandwidth)}
+    d, p = found[decode], found[prefill]
+    assert d["of_bound"] == pytest.approx(0.80) and d["memory_judged"]
+    assert d["ratio_to_cublas"] == pytest.approx(0.80 / 0.75) and not d["met"]
+    assert p["best"] == "hopper_tuned" and not p["memory_judged"]
+    assert p["ratio_to_cublas"] == pytest.approx(0.125 / 0.140) and not p["met"]
+    totals = shapes.summary(list(found.values()))
+    assert totals["met"] == 0 and totals["shapes"] == 2
+    assert totals["geomean_cublas"] == pytest.approx(math.sqrt(0.80 / 0.75 * 0.125 / 0.140))
+    text = shapes.render(list(found.values()), totals, bandwidth)
+    assert "copy bandwidth: 4.00 TB/s" in text and "0 of 2" in text
+    rows[0]["time_ms"] = bound_ms / 0.90  # 0.90 of the bound, 1.2x cuBLAS, 1.8x Triton
+    found = {tuple(v["size"]): v for v in shapes.verdicts(rows, bandwidth)}
+    assert found[decode]["met"]
+    if bench.matplotlib_missing() is None:
+        picture = tmp_path / "shapes.png"
+        shapes.plot(list(found.values()), picture, "a test")
+        assert picture.read_bytes().startswith(b"\x89PNG")

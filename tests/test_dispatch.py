@@ -122,6 +122,23 @@ def test_a_suite_search_writes_a_kernel_per_winner_and_the_table(tmp_path: Path)
     assert "# k_1: block 64 x 64 x 32; fastest at 64x256x128 (1.000 ms" in out.read_text()
 
 
+def test_a_suite_prunes_each_point_once_and_checks_only_its_size_per_shape(monkeypatch) -> None:
+    """Compiling a point to source does not depend on the size: a suite of shapes
+    compiles each point once (a GPU waits while the CPUs prune)."""
+    from tiledsl.frontend.parser import parse
+    from tiledsl.tune import search
+    from tiledsl.tune.space import expand
+
+    points = expand(parse(SPACE, "space.tile"))
+    sizes = [(64, 256, 128), (512, 256, 128), (100, 256, 128)]
+    per_size = [search.prune(points, size, jobs=1) for size in sizes]
+    compiled = []
+    real = search.compile_program
+    monkeypatch.setattr(search, "compile_program", lambda p: compiled.append(p) or real(p))
+    assert search.prune_sizes(points, sizes, jobs=1) == per_size
+    assert len(compiled) == len(points)
+
+
 def test_a_suite_search_without_a_gpu_writes_nothing(tmp_path: Path) -> None:
     status, out = suite_run(tmp_path, None)
     assert status == 1 and not out.exists() and not table_path(out).exists()

@@ -77,16 +77,27 @@ class Timer(Protocol):
 
 def verdict(program: Program, size: Size | None = None) -> Verdict:
     """Whether a point compiles (to source) and runs `size` (None: the default size)."""
+    (one,) = verdicts_at(program, [size])
+    return one
+
+
+def verdicts_at(program: Program, sizes: list[Size | None]) -> list[Verdict]:
+    """`verdict` at each size, the point compiled once: what a point's source needs does
+    not depend on the size, only whether the kernel can run it (`check_size`)."""
     try:
         kernel = compile_program(program).kernels[0]
     except TileError as err:
-        return Verdict(brief(err), size)
-    size = size or default_size(kernel)
-    try:
-        check_size(kernel, size)
-    except SizeError as err:
-        return Verdict(f"at {size_text(size)}: {err}", size, kernel.target.vendor)
-    return Verdict(None, size, kernel.target.vendor)
+        return [Verdict(brief(err), size) for size in sizes]
+    out = []
+    for size in sizes:
+        size = size or default_size(kernel)
+        try:
+            check_size(kernel, size)
+        except SizeError as err:
+            out.append(Verdict(f"at {size_text(size)}: {err}", size, kernel.target.vendor))
+            continue
+        out.append(Verdict(None, size, kernel.target.vendor))
+    return out
 
 
 def brief(err: TileError) -> str:
@@ -136,12 +147,19 @@ def _apply(fn: Callable, item: tuple):
 
 
 def prune(points: list[Point], size: Size | None, jobs: int) -> list[Verdict]:
+    (at_size,) = prune_sizes(points, [size], jobs)
+    return at_size
+
+
+def prune_sizes(points: list[Point], sizes: list[Size | None], jobs: int) -> list[list[Verdict]]:
+    """Per size, each point's verdict; each point compiled to source once for all sizes
+    (`tiledsl tune --sizes` prunes a space at every shape of a suite)."""
     with Progress(len(points), "prune") as bar:
-        verdicts = []
-        for v in parallel_map(verdict, [(p.program, size) for p in points], jobs):
+        per_point = []
+        for vs in parallel_map(verdicts_at, [(p.program, list(sizes)) for p in points], jobs):
             bar.step()
-            verdicts.append(v)
-    return verdicts
+            per_point.append(vs)
+    return [[vs[i] for vs in per_point] for i in range(len(sizes))]
 
 
 # ---------------------------------------------------------------- choosing

@@ -4,9 +4,10 @@ winners written as one `.tile` file of kernels with a dispatch table beside it.
     status = tune_suite(text, "space.tile", sizes, budget=None, kernel=None, record=None,
                         output=None, jobs=16, timer_factory=gpu_timer)
 
-Each shape is one `tiledsl tune` search (tiledsl.tune.search: prune at that shape, reuse
-the record, time the rest, both oracles before a time counts), all sharing one record
-and one timer. The fastest point of each shape becomes a kernel of the output file
+Each shape is one `tiledsl tune` search (tiledsl.tune.search: prune at that shape, each
+point compiled to source once for the whole suite and only its size checked per shape;
+reuse the record, time the rest, both oracles before a time counts), all sharing one
+record and one timer. The fastest point of each shape becomes a kernel of the output file
 (`STEM.tuned.tile`, or -o): a point that wins several shapes is one kernel, named
 NAME_1, NAME_2, … in the order of the shapes it first won, each under a comment saying
 which shapes and how fast. The table (`tiledsl.tune.dispatch`, beside the output as
@@ -27,7 +28,7 @@ from ..frontend.formatter import format_program
 from ..frontend.parser import parse
 from .dispatch import Entry, Table, table_path
 from .record import Size, size_text, tflops
-from .search import Outcome, Timer, describe, prune, search_points
+from .search import Outcome, Timer, describe, prune_sizes, search_points
 from .space import Point, expand
 
 
@@ -56,8 +57,8 @@ def tune_suite(
     timer: Timer | None = None
     won: list[tuple[Size, Outcome]] = []
     ok = True
-    for size in sizes:
-        verdicts = prune(points, size, jobs)
+    pruned_at = prune_sizes(points, list(sizes), jobs)  # each point compiled once
+    for size, verdicts in zip(sizes, pruned_at, strict=True):
         feasible = [p for p, v in zip(points, verdicts, strict=True) if v.reason is None]
         if not feasible:
             print(f"{size_text(size)}: every point is pruned (`tiledsl tune --size` says why)")

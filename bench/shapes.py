@@ -1,0 +1,280 @@
+"""Every shape a Llama-2-7B layer multiplies at, from one token to 8192, against cuBLAS and
+Triton, and against the memory bound where few rows make the product a read of the weights.
+
+    python3 bench/shapes.py [FILE.tile ...] [--m 1 16 ...] [--sizes SUITE] [--repeat N]
+                            [--data ints|normal] [--out PATH.json] [--plot PATH.png]
+    python3 bench/shapes.py --from-json RUN.json [--plot PATH.png]   # judge again, no GPU
+
+The shapes: M x N x K for M in 1, 16, 64, 128, 256, 512, 1000, 2048, 8192 tokens (`--m`)
+and the projections N x K = 12288 x 4096 (q, k, v), 4096 x 4096 (o), 22016 x 4096 (gate,
+up) and 4096 x 11008 (down): 36 shapes, f16 A and B, f32 accumulation, f16 C. `--sizes`
+takes a suite file instead (one MxNxK a line, as `tiledsl tune --sizes` does).
+
+Each FILE (default: the DEFAULT_FILES below) is timed at every shape with `tiledsl
+bench`'s code (tiledsl.commands.bench): a file of several kernels with a dispatch table
+beside it (`tiledsl tune --sizes`) times the kernel its table picks, as `tiledsl.load`
+would call it. Every row is checked by the exact and the statistical oracle before its
+time counts; cuBLAS (cupy.matmul) and Triton (tl.dot) are timed in the same process on
+the same inputs, and each shape is judged against their fastest time of the run.
+
+The memory bound of a shape is the bytes of A, B and C over the device-to-device copy
+bandwidth measured in the same run (a copy of COPY_BYTES, read and written: 2 x COPY_BYTES
+per copy, the median of its timed runs). Its `of bound` is the bound's time over the
+kernel's: 1.0 is a kernel that moves its operands as fast as a copy does.
+
+Targets (issue 19), per shape: >= 0.9x the fastest cuBLAS, >= 1.0x the fastest Triton,
+and for M <= MEMORY_BOUND_M at least MEMORY_TARGET of the memory bound; over all shapes,
+a geometric mean >= 1.0x cuBLAS. Prints the table and the verdicts, writes them as JSON
+(default bench/results/shapes-GPU-DATE.json) and, with --plot, TFLOP/s and memory
+throughput against M for tiledsl, cuBLAS and Triton. Exits 1 when a row fails its check;
+a target missed is reported, not an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import sys
+from pathlib import Path
+
+from best import ROOT, default_out
+
+from tiledsl.commands import bench
+from tiledsl.gpu.timing import DATA_KINDS
+
+#: Tokens per call: decoding (1), small and large batches, prefill.
+TOKENS = (1, 16, 64, 128, 256, 512, 1000, 2048, 8192)
+#: Llama-2-7B's projections, N x K: q/k/v fused, o, gate/up fused, down.
+PROJECTIONS = ((12288, 4096), (4096, 4096), (22016, 4096), (4096, 11008))
+#: The files timed when none is given: few-token tiles tuned per shape, and the Hopper
+#: rungs for many tokens.
+DEFAULT_FILES = (
+    ROOT / "examples" / "tuned" / "small_m.tuned.tile",
+    ROOT / "examples" / "hopper" / "stream_k.tile",
+    ROOT / "examples" / "tuned" / "hopper_tuned_192.tile",
+)
+#: One copy's bytes: far past the H200's 50 MiB L2, so the copy runs at memory speed.
+COPY_BYTES = 1 << 30
+#: Up to this M the product is a read of B (the weights): judged against memory too.
+MEMORY_BOUND_M = 64
+MEMORY_TARGET = 0.85
+CUBLAS_TARGET, TRITON_TARGET, MEAN_TARGET = 0.9, 1.0, 1.0
+F16_BYTES = 2
+
+
+def llama_shapes(tokens=TOKENS) -> list[tuple[int, int, int]]:
+    return [(m, n, k) for n, k in PROJECTIONS for m in tokens]
+
+
+def operand_bytes(size) -> int:
+    """A, B and C in f16: what the product must move at least once."""
+    m, n, k = size
+    return F16_BYTES * (m * k + k * n + m * n)
+
+
+def copy_bandwidth(repeat: int = 20) -> float:
+    """Bytes per second of a device-to-device copy (read + written), on the current GPU."""
+    import cupy
+
+    from tiledsl.gpu.runtime import device_arch
+    from tiledsl.gpu.timing import CudaClock, time_calls
+
+    src = cupy.ones(COPY_BYTES, dtype=cupy.uint8)
+    dst = cupy.empty_like(src)
+    timing = time_calls(
+        [lambda: dst.data.copy_from_device_async(src.data, COPY_BYTES)],
+        CudaClock(device_arch()),
+        warmup=3,
+        repeat=repeat,
+    )
+    return 2 * COPY_BYTES / (timing.median_ms * 1e-3)
+
+
+def verdicts(rows: list[dict], bandwidth: float | None) -> list[dict]:
+    """Per shape: the best checked tiledsl row against the fastest cuBLAS and Triton of the
+    run and against the memory bound."""
+    out = []
+    for size in sorted({tuple(r["size"]) for r in rows}, key=lambda s: (s[1], s[2], s[0])):
+        at = [r for r in rows if tuple(r["size"]) == size and r["ok"] and r["time_ms"]]
+
+        def fastest(kind: str, rows=at) -> float | None:
+            return min((r["time_ms"] for r in rows if r["kind"] == kind), default=None)
+
+        mine = [r for r in at if r["kind"] == "tiledsl"]
+        best = min(mine, key=lambda r: r["time_ms"], default=None)
+        cublas, triton = fastest("cublas"), fastest("triton")
+        ms = best["time_ms"] if best else None
+        bound_ms = operand_bytes(size) / bandwidth * 1e3 if bandwidth else None
+        v = {
+            "size": list(size),
+            "best": best["label"] if best else None,
+            "kernel": best["kernel"] if best else None,
+            "time_ms": ms,
+            "tflops": best["tflops"] if best else None,
+            "cublas_ms": cublas,
+            "triton_ms": triton,
+            "ratio_to_cublas": cublas / ms if ms and cublas else None,
+            "ratio_to_triton": triton / ms if ms and triton else None,
+            "bound_ms": bound_ms,
+            "of_bound": bound_ms / ms if ms and bound_ms else None,
+            "cublas_of_bound": bound_ms / cublas if cublas and bound_ms else None,
+        }
+        v["memory_judged"] = size[0] <= MEMORY_BOUND_M
+        v["met"] = bool(
+            v["ratio_to_cublas"]
+            and v["ratio_to_cublas"] >= CUBLAS_TARGET
+            and (v["ratio_to_triton"] is None or v["ratio_to_triton"] >= TRITON_TARGET)
+            and (not v["memory_judged"] or (v["of_bound"] or 0) >= MEMORY_TARGET)
+        )
+        out.append(v)
+    return out
+
+
+def geomean(values) -> float | None:
+    values = [v for v in values if v]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def summary(found: list[dict]) -> dict:
+    mean = geomean(v["ratio_to_cublas"] for v in found)
+    return {
+        "shapes": len(found),
+        "met": sum(v["met"] for v in found),
+        "geomean_cublas": mean,
+        "geomean_triton": geomean(v["ratio_to_triton"] for v in found),
+        "mean_met": bool(mean and mean >= MEAN_TARGET),
+    }
+
+
+def render(found: list[dict], totals: dict, bandwidth: float | None) -> str:
+    def cell(value, width: int, digits: int) -> str:
+        return f"{value:{width}.{digits}f}" if value else " " * (width - 1) + "-"
+
+    lines = [
+        f"{'size':<16} {'best':<28} {'µs':>7} {'TFLOP/s':>8} {'x cuBLAS':>9} {'x Triton':>9} "
+        f"{'of bound':>9} {'cuBLAS':>7}  verdict"
+    ]
+    for v in found:
+        bound = cell(v["of_bound"], 9, 3) if v["memory_judged"] else " " * 8 + "·"
+        lines.append(
+            f"{bench.size_label(tuple(v['size'])):<16} {v['best'] or '-':<28} "
+            f"{cell(v['time_ms'] and v['time_ms'] * 1e3, 7, 1)} {cell(v['tflops'], 8, 1)} "
+            f"{cell(v['ratio_to_cublas'], 9, 3)} {cell(v['ratio_to_triton'], 9, 3)} {bound} "
+            f"{cell(v['cublas_of_bound'], 7, 3)}  {'MET' if v['met'] else 'MISSED'}"
+        )
+    if bandwidth:
+        lines.append(f"copy bandwidth: {bandwidth / 1e12:.2f} TB/s (read + written)")
+    lines.append(
+        f"shapes meeting >= {CUBLAS_TARGET}x cuBLAS, >= {TRITON_TARGET}x Triton (and >= "
+        f"{MEMORY_TARGET} of the memory bound at M <= {MEMORY_BOUND_M}): "
+        f"{totals['met']} of {totals['shapes']}"
+    )
+    for key in ("cublas", "triton"):
+        mean = totals[f"geomean_{key}"]
+        lines.append(f"geometric mean x {key}: " + (f"{mean:.3f}" if mean else "-"))
+    lines.append(
+        f"geometric mean >= {MEAN_TARGET}x cuBLAS: {'MET' if totals['mean_met'] else 'MISSED'}"
+    )
+    return "\n".join(lines)
+
+
+def plot(found: list[dict], path: Path, title: str = "") -> None:
+    """Per projection: TFLOP/s against M (tiledsl's best, cuBLAS, Triton) and, below, the
+    memory throughput (operand bytes over the time) with the copy bandwidth."""
+    from matplotlib.figure import Figure
+
+    from tiledsl.files import write_outputs
+
+    shapes = sorted({(v["size"][1], v["size"][2]) for v in found})
+    fig = Figure(figsize=(4.2 * len(shapes), 7.0), layout="constrained")
+    axes = fig.subplots(2, len(shapes), squeeze=False)
+    series = (("tiledsl", "time_ms"), ("cuBLAS", "cublas_ms"), ("Triton", "triton_ms"))
+    for column, (n, k) in enumerate(shapes):
+        at = sorted(
+            (v for v in found if (v["size"][1], v["size"][2]) == (n, k)),
+            key=lambda v: v["size"][0],
+        )
+        ms = [v["size"][0] for v in at]
+        for label, key in series:
+            points = [(v["size"], v[key]) for v in at if v[key]]
+            flops = [2 * m * nn * kk / (t * 1e9) for (m, nn, kk), t in points]
+            rate = [operand_bytes(s) / (t * 1e-3) / 1e12 for s, t in points]
+            xs = [s[0] for s, _ in points]
+            axes[0][column].plot(xs, flops, marker="o", label=label)
+            axes[1][column].plot(xs, rate, marker="o", label=label)
+        bounds = [v["bound_ms"] for v in at if v["bound_ms"]]
+        if bounds:
+            copy = operand_bytes(at[0]["size"]) / (at[0]["bound_ms"] * 1e-3) / 1e12
+            axes[1][column].axhline(copy, color="gray", linestyle="--", label="copy bandwidth")
+        for row, unit in ((0, "TFLOP/s"), (1, "memory throughput (TB/s)")):
+            ax = axes[row][column]
+            ax.set_xscale("log")
+            ax.set_xticks(ms, [str(m) for m in ms], rotation=45)
+            ax.set_ylim(bottom=0)
+            ax.grid(True, alpha=0.3)
+            ax.set_ylabel(unit)
+            ax.set_xlabel("M (tokens)")
+        axes[0][column].set_title(f"N x K = {n} x {k}")
+    axes[0][0].legend()
+    axes[1][0].legend()
+    if title:
+        fig.suptitle(title)
+    picture = io.BytesIO()
+    fig.savefig(picture, dpi=110, format=path.suffix.lstrip(".").lower() or "png")
+    write_outputs({path: picture.getvalue()})
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("files", nargs="*", help=".tile files to time (default: DEFAULT_FILES)")
+    p.add_argument("--m", type=int, nargs="+", metavar="M", help=f"tokens (default {TOKENS})")
+    p.add_argument("--sizes", metavar="SUITE", help="a file of shapes, one MxNxK a line")
+    p.add_argument("--repeat", type=int, default=30, help="timed runs per row (default 30)")
+    p.add_argument("--data", choices=DATA_KINDS, default="ints", help="the timed operands")
+    p.add_argument("--out", default=None, help="JSON path (default bench/results/shapes-GPU-DATE)")
+    p.add_argument("--plot", default=None, help="draw TFLOP/s and memory throughput against M")
+    p.add_argument("--from-json", metavar="RUN", help="judge a saved run again (no GPU)")
+    args = p.parse_args()
+    if args.from_json:
+        document = json.loads(Path(args.from_json).read_text())
+        bandwidth = document.get("copy_bandwidth")
+        found = verdicts(document["rows"], bandwidth)
+        print(render(found, summary(found), bandwidth))
+        if args.plot:
+            plot(found, Path(args.plot), document.get("device", {}).get("name", ""))
+        return
+    from tiledsl.gpu.runtime import device_info
+    from tiledsl.tune.dispatch import read_suite
+
+    if args.sizes:
+        sizes = read_suite(Path(args.sizes))
+    else:
+        sizes = llama_shapes(tuple(args.m) if args.m else TOKENS)
+    files = [Path(f) for f in args.files] or list(DEFAULT_FILES)
+    settings = bench.Settings(repeat=args.repeat, warmup=5, data=args.data)
+    bandwidth = copy_bandwidth()
+    rows = bench.measure([(f.stem, str(f)) for f in files], sizes, settings)
+    print(bench.table(rows))
+    found = verdicts([r.to_json() for r in rows], bandwidth)
+    totals = summary(found)
+    print()
+    print(render(found, totals, bandwidth))
+    device = device_info()
+    document = bench.record(rows, settings, device)
+    document.update(copy_bandwidth=bandwidth, targets=found, summary=totals)
+    out = Path(args.out) if args.out else default_out("shapes")
+    bench.save_json(document, out)
+    print(f"wrote {out}")
+    if args.plot:
+        plot(found, Path(args.plot), device.get("name", ""))
+        print(f"wrote {args.plot}")
+    if not all(r.ok or r.skipped for r in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
