@@ -10,7 +10,7 @@ and the projections N x K = 12288 x 4096 (q, k, v), 4096 x 4096 (o), 22016 x 409
 up) and 4096 x 11008 (down): 36 shapes, f16 A and B, f32 accumulation, f16 C. `--sizes`
 takes a suite file instead (one MxNxK a line, as `tiledsl tune --sizes` does).
 
-Each FILE (default: the DEFAULT_FILES below) is timed at every shape with `tiledsl
+Each FILE (default: `default_files()` below) is timed at every shape with `tiledsl
 bench`'s code (tiledsl.commands.bench): a file of several kernels with a dispatch table
 beside it (`tiledsl tune --sizes`) times the kernel its table picks, as `tiledsl.load`
 would call it. Every row is checked by the exact and the statistical oracle before its
@@ -48,13 +48,27 @@ from tiledsl.gpu.timing import DATA_KINDS
 TOKENS = (1, 16, 64, 128, 256, 512, 1000, 2048, 8192)
 #: Llama-2-7B's projections, N x K: q/k/v fused, o, gate/up fused, down.
 PROJECTIONS = ((12288, 4096), (4096, 4096), (22016, 4096), (4096, 11008))
-#: The files timed when none is given: few-token tiles tuned per shape, and the Hopper
-#: rungs for many tokens.
-DEFAULT_FILES = (
-    ROOT / "examples" / "tuned" / "small_m.tuned.tile",
+#: The files timed when none is given: the Hopper rungs for many tokens, and the few-token
+#: tiles tuned per shape where `tiledsl tune examples/spaces/small_m_space.tile --sizes
+#: bench/suites/llama2_7b_few_tokens.txt -o FEW_TOKENS` has written them.
+MANY_TOKENS = (
     ROOT / "examples" / "hopper" / "stream_k.tile",
     ROOT / "examples" / "tuned" / "hopper_tuned_192.tile",
 )
+FEW_TOKENS = ROOT / "examples" / "tuned" / "small_m.tuned.tile"
+
+
+def default_files() -> list[Path]:
+    if FEW_TOKENS.exists():
+        return [FEW_TOKENS, *MANY_TOKENS]
+    print(
+        f"shapes: {FEW_TOKENS.relative_to(ROOT)} is not written yet (tune the few-token "
+        "space with --sizes first); timing the many-token rungs only",
+        file=sys.stderr,
+    )
+    return list(MANY_TOKENS)
+
+
 #: One copy's bytes: far past the H200's 50 MiB L2, so the copy runs at memory speed.
 COPY_BYTES = 1 << 30
 #: Up to this M the product is a read of B (the weights): judged against memory too.
@@ -230,7 +244,7 @@ def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("files", nargs="*", help=".tile files to time (default: DEFAULT_FILES)")
+    p.add_argument("files", nargs="*", help=".tile files to time (default: default_files())")
     p.add_argument("--m", type=int, nargs="+", metavar="M", help=f"tokens (default {TOKENS})")
     p.add_argument("--sizes", metavar="SUITE", help="a file of shapes, one MxNxK a line")
     p.add_argument("--repeat", type=int, default=30, help="timed runs per row (default 30)")
@@ -254,7 +268,7 @@ def main() -> None:
         sizes = read_suite(Path(args.sizes))
     else:
         sizes = llama_shapes(tuple(args.m) if args.m else TOKENS)
-    files = [Path(f) for f in args.files] or list(DEFAULT_FILES)
+    files = [Path(f) for f in args.files] or default_files()
     settings = bench.Settings(repeat=args.repeat, warmup=5, data=args.data)
     bandwidth = copy_bandwidth()
     rows = bench.measure([(f.stem, str(f)) for f in files], sizes, settings)

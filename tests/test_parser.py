@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiledsl.errors import NOWHERE
-from tiledsl.frontend.formatter import format_program
+from tiledsl.frontend.formatter import format_directive, format_program
 from tiledsl.frontend.parser import parse
 from tiledsl.frontend.syntax import (
     DIRECTIVES,
@@ -123,6 +123,18 @@ def test_mma_takes_a_tuning_set_of_instruction_shapes() -> None:
     assert options == TuningSet((w("m64n64k16"), w("m64n128k16")), NOWHERE)
     assert str(options) == "{m64n64k16, m64n128k16}"
     assert options.loc.col == 10  # at the first shape, where `tune` points a pruned choice
+
+
+def test_persistent_takes_tiles_or_stream_k_or_a_set_of_both() -> None:
+    # `tiles` is the default spelled out: the same directive as `persistent`, one text
+    assert directive("persistent tiles") == directive("persistent")
+    assert directive("persistent").groups == ((),)
+    (options,) = directive("persistent {tiles, stream_k}").groups[0]
+    assert options == TuningSet((w("tiles"), w("stream_k")), NOWHERE)
+    assert format_directive(directive("persistent tiles")) == "persistent"
+    assert format_directive(directive("persistent stream_k")) == "persistent stream_k"
+    # and `tiles` stays a name everywhere else
+    assert parse("kernel tiles {\n    tiles: f16[M, K] row\n}\n").kernel().name == "tiles"
 
 
 def test_numbers_keep_their_text_and_kind() -> None:

@@ -485,16 +485,18 @@ def test_tune_on_the_gpu(tmp_path: Path, capsys) -> None:
 def test_a_set_of_wgmma_shapes_pairs_each_block_with_the_instructions_that_fill_it() -> None:
     text = (ROOT / "examples" / "spaces" / "small_m_space.tile").read_text()
     points = expand(parse(text, "small_m_space.tile"))
-    assert len(points) == 4 * 4 * 3
-    assert points[0].label == "block 64 x 64 x 64, mma m64n64k16, stages 5"
+    assert len(points) == 4 * 4 * 3 * 2
+    assert points[0].label == "block 64 x 64 x 64, mma m64n64k16, stages 5, persistent"
+    assert points[1].label.endswith("stages 5, persistent stream_k")
+    assert "persistent tiles" not in points[0].text  # the default, written as `persistent`
     for point in points:
         assert parse(point.text, "point.tile") == point.program
         assert format_program(point.program) == point.text
     by_label = {p.label: p for p in points}
-    fits = by_label["block 64 x 192 x 64, mma m64n192k16, stages 5"]
+    fits = by_label["block 64 x 192 x 64, mma m64n192k16, stages 5, persistent stream_k"]
     assert verdict(fits.program, (16, 4096, 4096)).reason is None
     # a wgmma wider than the block's columns is no point of the space: pruned, located
-    wider = by_label["block 64 x 64 x 64, mma m64n128k16, stages 5"]
+    wider = by_label["block 64 x 64 x 64, mma m64n128k16, stages 5, persistent"]
     reason = verdict(wider.program, (16, 4096, 4096)).reason
     assert reason is not None and reason.startswith("small_m_space.tile:")
 

@@ -169,8 +169,16 @@ class _Builder(Transformer):
         # `mma {m64n64k16, m64n128k16}`: a tuning set of instruction shapes, so that a
         # space can pair each block tile with the wgmma that fills it
         keyword, *shapes = children
-        options = TuningSet(tuple(self._word(s) for s in shapes), _token_loc(self.file, shapes[0]))
-        return self.__default__("mma", [keyword, options], meta)
+        return self._word_set("mma", keyword, shapes, meta)
+
+    def persistent_set(self, meta, children) -> Directive:
+        # `persistent {tiles, stream_k}`: whole tiles or stream-K's shares, tuned per shape
+        keyword, *kinds = children
+        return self._word_set("persistent", keyword, kinds, meta)
+
+    def _word_set(self, name: str, keyword, words, meta) -> Directive:
+        options = TuningSet(tuple(self._word(w) for w in words), _token_loc(self.file, words[0]))
+        return self.__default__(name, [keyword, options], meta)
 
     def __default__(self, data, children, meta) -> Directive:
         # Every other rule is a directive: its keyword, then either its arguments
@@ -182,7 +190,7 @@ class _Builder(Transformer):
             groups = tuple(args)
         else:
             groups = (tuple(self._arg(a) for a in args),)
-        return Directive(str(data), groups, self._loc(meta))
+        return Directive(str(data), groups, self._loc(meta)).canonical()
 
 
 # --- errors ------------------------------------------------------------------
@@ -199,9 +207,9 @@ USAGE = {
     "or 'tma' alone (Hopper's tensor memory accelerator)",
     "warp_specialize": "warp_specialize takes nothing, `cooperative` (the default: the consumer "
     "warpgroups share each tile) or `pingpong` (two consumer teams on alternate tiles)",
-    "persistent": "persistent takes nothing (one block per SM, each looping over whole tiles) "
-    "or `stream_k` (a last round of tiles that would leave SMs idle cut along K into equal "
-    "shares)",
+    "persistent": "persistent takes nothing or `tiles` (one block per SM, each looping over "
+    "whole tiles), or `stream_k` (a last round of tiles that would leave SMs idle cut along K "
+    "into equal shares); a space may write `persistent {tiles, stream_k}`",
     "cluster": "a thread-block cluster is written CM x CN (blocks along M and N), "
     "e.g. cluster 2 x 1",
     "pad": "pad is written pad auto, pad none, pad xor, or pad A 8, B 8",

@@ -78,6 +78,17 @@ class Directive:
         """All arguments, flattened across comma groups."""
         return tuple(a for g in self.groups for a in g)
 
+    def canonical(self) -> Directive:
+        """The directive with a default word spelled out dropped (`persistent tiles` is
+        `persistent`), so that both spellings are one directive and one canonical text."""
+        if [str(a) for a in self.args] == [DEFAULT_WORDS.get(self.name)]:
+            return Directive(self.name, ((),), self.loc)
+        return self
+
+
+#: Words that a directive takes and that mean what the directive alone means.
+DEFAULT_WORDS = {"persistent": "tiles"}
+
 
 @dataclass(frozen=True)
 class Operand:

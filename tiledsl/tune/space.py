@@ -99,7 +99,7 @@ def _point(program: Program, kernel: Kernel, combination: tuple[Num | Word, ...]
             tuple(next(chosen) if isinstance(a, TuningSet) else a for a in group)
             for group in d.groups
         )
-        directives.append(replace(d, groups=groups))
+        directives.append(replace(d, groups=groups).canonical())
         choices.append(format_directive(directives[-1]))
     one = replace(program, kernels=(replace(kernel, directives=tuple(directives)),))
     return Point(one, format_program(one), tuple(choices))
