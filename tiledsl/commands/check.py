@@ -240,9 +240,16 @@ def _threads(kernel: KernelIR) -> list[str]:
     out += _cluster(kernel)
     if kernel.stream_k:
         bm, bn, _ = s.block
+        split = (
+            f"the tiles of a last round in {s.split_k} slices of their K steps each (a block "
+            f"per slice, when they fit in the grid; else whole)"
+            if s.split_k
+            else f"the tiles left in equal shares of their K steps (at least 1/{SK_PARTS} of "
+            "a tile's each)"
+        )
         out.append(
-            f"  stream-K  whole rounds of tiles, then the tiles left in equal shares of their K "
-            f"steps (at least 1/{SK_PARTS} of a tile's each); workspace: {bm * bn * 4} bytes "
+            f"  {'split-K' if s.split_k else 'stream-K'}  whole rounds of tiles, then {split}; "
+            f"workspace: {bm * bn * 4} bytes "
             "of f32 partial sums and a flag per block of the grid, in global memory (the "
             "launcher allocates them once); every block resident (the persistent grid)"
         )
@@ -526,7 +533,8 @@ def schedule_line(kernel: KernelIR) -> str:
     if s.warp_specialize:
         parts.append("warp_specialize" + (" pingpong" if s.pingpong else ""))
     if s.persistent:
-        parts.append("persistent stream_k" if s.stream_k else "persistent")
+        kind = f" split_k {s.split_k}" if s.split_k else " stream_k" if s.stream_k else ""
+        parts.append("persistent" + kind)
     if s.cluster_size > 1:
         parts.append(f"cluster {s.cluster[0]}x{s.cluster[1]}")
     pads = ", ".join(

@@ -227,11 +227,17 @@ def constants(k: KernelIR) -> list[str]:
         if clustered(k)
         else []
     )
+    split = (
+        f"constexpr int SPLIT_K = {k.split_k};  // persistent split_k: a last round's tiles "
+        "are cut into SPLIT_K slices of their K steps when a block per slice fits the grid"
+        if k.split_k
+        else f"constexpr int SK_PARTS = {SK_PARTS}, SK_MAX_FILL = {SK_MAX_FILL};  // persistent "
+        "stream_k: a block's share is at least 1/SK_PARTS of a tile's K steps; the last "
+        "round's tiles are shared when they fill at most SK_MAX_FILL % of the grid"
+    )
     stream_k = (
         [
-            f"constexpr int SK_PARTS = {SK_PARTS}, SK_MAX_FILL = {SK_MAX_FILL};  // persistent "
-            "stream_k: a block's share is at least 1/SK_PARTS of a tile's K steps; the last "
-            "round's tiles are shared when they fill at most SK_MAX_FILL % of the grid",
+            split,
             "constexpr int CONSUMER_THREADS = WARPS_M * WARPS_N * WARP_SIZE, CONSUMERS_BARRIER = "
             "WARPS_M * WARPS_N + 1;  // the fix-up's named barrier of the consumer warpgroups "
             "(1 + warp is each warpgroup's own)",

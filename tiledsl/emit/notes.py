@@ -125,6 +125,15 @@ def _storing_c(k: KernelIR) -> str:
 def _persisting(k: KernelIR) -> str:
     if not k.persistent:
         return f"{LATER}: one block per tile"
+    if k.split_k:
+        return (
+            "one block per SM (gridDim.x, read at launch); every block takes dp_rounds whole "
+            "tiles pid, pid + gridDim.x, ..., then, when a block per slice fits the grid, one "
+            "of SPLIT_K slices of the K steps of a last round's tile (split-K): a slice after "
+            "the first hands its partial sum to the tile's owner (the first slice's block) "
+            "through the workspace and a flag, and the owner adds them in slice order before "
+            "it stores C"
+        )
     if k.stream_k:
         return (
             "one block per SM (gridDim.x, read at launch); every block takes dp_rounds whole "

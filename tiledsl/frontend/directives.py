@@ -135,6 +135,21 @@ def _read_mma(d, errs):
     return {"mma": v} if v else {}
 
 
+#: `persistent split_k S`: at most this many slices of a tile's K steps.
+MAX_SPLIT_K = 64
+
+
+def _read_persistent(d, errs):
+    kind = _word(d)
+    if kind != "split_k":
+        return {"persistent": True, "stream_k": kind == "stream_k"}
+    v = _ints(d, 1, errs, minimum=2, maximum=MAX_SPLIT_K)
+    if v is None:
+        return {}
+    # split-K runs on the stream-K fix-up: slices are pieces, their first block the owner
+    return {"persistent": True, "stream_k": True, "split_k": v[0]}
+
+
 def _read_coarsen(d, errs):
     v = _ints(d, 2, errs)
     return {"coarsen": v} if v else {}
@@ -319,7 +334,7 @@ _READERS = {
         "warp_specialize": True,
         "pingpong": _word(d) == "pingpong",
     },
-    "persistent": lambda d, errs: {"persistent": True, "stream_k": _word(d) == "stream_k"},
+    "persistent": lambda d, errs: _read_persistent(d, errs),
     "cluster": _read_cluster,
     "sync": _simple("sync"),
     "load_order": _simple("load_order"),
@@ -333,6 +348,8 @@ _READERS = {
 _LIMITS = {
     "stages": f"a pipeline of more than {MAX_STAGES} stages never pays (each stage is a "
     "shared-memory slot, and the prologue is unrolled and analysed once per stage)",
+    "persistent": f"more than {MAX_SPLIT_K} slices of one tile's K steps never pay (each "
+    "slice's partial sum is BM x BN floats through global memory)",
     "swizzle": f"a group or panel of more than {MAX_SWIZZLE} block tiles never pays (and "
     "its products with the tile counts must fit the kernel's 32-bit int)",
 }
@@ -343,5 +360,7 @@ _HINTS = {
     "coarsen": "warp coarsening is written CM x CN, e.g. 2 x 2",
     "cluster": "a cluster is written CM x CN blocks, e.g. 2 x 1",
     "stages": "stages is 0 (no shared memory), 1 (one tile), or ≥ 2 (a pipeline)",
+    "persistent": "split_k takes the slices of a tile's K steps, 2 or more, e.g. "
+    "`persistent split_k 2`",
     "swizzle": "e.g. `swizzle grouped 8`, `swizzle snake 8`, `swizzle zigzag 2` or `swizzle none`",
 }

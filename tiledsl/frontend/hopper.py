@@ -96,11 +96,12 @@ def _check_together(sched: Schedule, errs: Collector) -> None:
             "add `persistent`",
         )
     if sched.stream_k and sched.pingpong:
+        kind = "split_k" if sched.split_k else "stream_k"
         errs.add(
             sched.loc("persistent"),
-            "persistent stream_k cuts tiles into shares of K steps, and warp_specialize "
+            f"persistent {kind} cuts tiles into shares of K steps, and warp_specialize "
             "pingpong gives whole tiles to its teams in turn: the two do not combine",
-            "drop `stream_k`, or write `warp_specialize` (cooperative)",
+            f"drop `{kind}`, or write `warp_specialize` (cooperative)",
         )
     if sched.stages < 2:
         errs.add(

@@ -58,7 +58,7 @@ GENERATED = frozenset(
     # the kernel's constants (its `NAME_schedule` namespace)
     """ BM BN BK MMA_M MMA_N MMA_K WARPS_M WARPS_N WARP_SIZE THREADS GROUP_M PANEL_N ALPHA
     BETA Cs CS_ROWS CS_COLS CS_PITCH STAGES STAGE_BYTES STORE_COLUMNS PRODUCER_REGISTERS
-    CONSUMER_REGISTERS TEAMS CLUSTER_M CLUSTER_N CLUSTER_SIZE SK_PARTS SK_MAX_FILL
+    CONSUMER_REGISTERS TEAMS CLUSTER_M CLUSTER_N CLUSTER_SIZE SK_PARTS SK_MAX_FILL SPLIT_K
     CONSUMER_THREADS CONSUMERS_BARRIER PARTIAL_FLOATS"""
     # MUSA's host launcher calls the kernel beside this local
     """ blocks""".split()
@@ -73,7 +73,7 @@ GENERATED_LOCALS = frozenset(
     t n8 REGISTERS arrivals bar bytes done parity map y full empty step tiles tl src r0 r1 r2
     r3 lo hi pair sr sc h er ec team turn rank crow ccol ctiles_m ctiles_n cbm cbn row_mask
     column_mask mask remote workspace flags flag set threads k_steps last_wave sk_tiles dp_tiles
-    dp_rounds sk_steps workers sk_first sk_last u k_lo k_hi partial sum sk_blocks sk_quotient
+    dp_rounds sk_steps workers slices sk_first sk_last u k_lo k_hi partial sum sk_blocks sk_quotient
     sk_remainder""".split()
 )
 

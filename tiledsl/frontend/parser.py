@@ -22,7 +22,18 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from ..errors import Diagnostic, Loc, TileError
 from ..limits import INT_MAX, MAX_DIGITS
 from . import syntax
-from .syntax import Access, Call, Computation, Directive, Kernel, Num, Operand, TuningSet, Word
+from .syntax import (
+    Access,
+    Call,
+    Computation,
+    Directive,
+    Kernel,
+    Num,
+    Operand,
+    Phrase,
+    TuningSet,
+    Word,
+)
 
 _GRAMMAR = Path(__file__).parent / "grammar" / "tile.lark"
 
@@ -176,8 +187,15 @@ class _Builder(Transformer):
         keyword, *kinds = children
         return self._word_set("persistent", keyword, kinds, meta)
 
+    def split_phrase(self, meta, children) -> Phrase:
+        word, number = children
+        return Phrase((self._word(word), _number(self.file, number)), self._loc(meta))
+
     def _word_set(self, name: str, keyword, words, meta) -> Directive:
-        options = TuningSet(tuple(self._word(w) for w in words), _token_loc(self.file, words[0]))
+        options = TuningSet(
+            tuple(w if isinstance(w, Phrase) else self._word(w) for w in words),
+            words[0].loc if isinstance(words[0], Phrase) else _token_loc(self.file, words[0]),
+        )
         return self.__default__(name, [keyword, options], meta)
 
     def __default__(self, data, children, meta) -> Directive:

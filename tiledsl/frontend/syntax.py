@@ -36,7 +36,7 @@ class TuningSet:
     """`{64, 128}`: a numeric value left open for `tiledsl tune` (or, after `mma`, a set of
     instruction shapes, `{m64n64k16, m64n128k16}`: Words)."""
 
-    options: tuple[Num | Word, ...]
+    options: tuple[Num | Word | Phrase, ...]
     loc: Loc = field(compare=False, repr=False)
 
     def __str__(self) -> str:
@@ -50,6 +50,18 @@ class Word:
 
     def __str__(self) -> str:
         return self.text
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """`split_k 2` in `persistent {tiles, split_k 2}`: arguments a tuning set chooses
+    together (a point has them in the set's place)."""
+
+    args: tuple[Word | Num, ...]
+    loc: Loc = field(compare=False, repr=False)
+
+    def __str__(self) -> str:
+        return " ".join(str(a) for a in self.args)
 
 
 @dataclass(frozen=True)

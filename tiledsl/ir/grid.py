@@ -159,11 +159,18 @@ SK_MAX_FILL = 75
 U = Var("u")  # a block's stream-K tiles: u-th of the tiles left after the whole rounds
 
 
-def stream_k_split(steps: Expr) -> dict[str, Expr]:
+def stream_k_split(steps: Expr, split_k: int = 0) -> dict[str, Expr]:
     """Named steps from the block's `pid`, the grid's `blocks`, the `tiles` and the K steps
     of a tile (`steps`, the name k_steps) to its whole tiles (`dp_rounds` of the first
     `dp_tiles`) and its stream-K share [sk_first, sk_last) of the K steps of the
     `sk_tiles` after them, each over the names before it.
+
+    With `split_k` S (`persistent split_k S`), the tiles of a last round are cut into
+    `slices` = min(S, k_steps) each when that many pieces fit in the grid (last_wave *
+    slices <= blocks: fewer tiles than blocks / S, few tokens), else they run whole; the
+    workers are then sk_tiles * slices, so share b = t * slices + s starts at
+    floor(b * k_steps / slices) = t * k_steps + floor(s * k_steps / slices): slice s of
+    tile t, never across a tile's edge, its first slice's block the owner.
 
     Share b starts at floor(b * sk_steps / workers), computed as b * quotient +
     b * remainder / workers: no product exceeds sk_steps (or workers²), so the kernel's
@@ -172,17 +179,32 @@ def stream_k_split(steps: Expr) -> dict[str, Expr]:
     last_wave, sk_tiles, dp_tiles = Var("last_wave"), Var("sk_tiles"), Var("dp_tiles")
     sk_steps, workers, sharers = Var("sk_steps"), Var("workers"), Var("sk_blocks")
     quotient, remainder = Var("sk_quotient"), Var("sk_remainder")
-    share = maximum(k_steps // Const(SK_PARTS, "SK_PARTS"), 1)
-    fill = Const(100) * last_wave // (Const(SK_MAX_FILL, "SK_MAX_FILL") * blocks + 1)
     before, through = minimum(PID, workers), minimum(PID + 1, workers)
+    if split_k:
+        slices = Var("slices")
+        fits = maximum(minimum(blocks // slices - last_wave + 1, 1), 0)  # 1: it fits
+        split: dict[str, Expr] = {
+            "slices": minimum(Const(split_k, "SPLIT_K"), k_steps),
+            "sk_tiles": last_wave * fits,  # 0 when S slices of each do not fit
+            "dp_tiles": tiles - sk_tiles,
+            "dp_rounds": (dp_tiles - PID + blocks - 1) // blocks,
+            "sk_steps": sk_tiles * k_steps,
+            "workers": sk_tiles * slices,  # a block per slice
+        }
+    else:
+        share = maximum(k_steps // Const(SK_PARTS, "SK_PARTS"), 1)
+        fill = Const(100) * last_wave // (Const(SK_MAX_FILL, "SK_MAX_FILL") * blocks + 1)
+        split = {
+            "sk_tiles": last_wave * maximum(Const(1) - fill, 0),  # 0 when that round is full
+            "dp_tiles": tiles - sk_tiles,
+            "dp_rounds": (dp_tiles - PID + blocks - 1) // blocks,  # this block's whole tiles
+            "sk_steps": sk_tiles * k_steps,  # the K steps of the tiles left
+            "workers": minimum(blocks, sk_steps // share),  # blocks with a share
+        }
     return {
         "k_steps": steps,
         "last_wave": tiles - tiles // blocks * blocks,  # the tiles of a last, partial round
-        "sk_tiles": last_wave * maximum(Const(1) - fill, 0),  # 0 when that round is full
-        "dp_tiles": tiles - sk_tiles,
-        "dp_rounds": (dp_tiles - PID + blocks - 1) // blocks,  # this block's whole tiles
-        "sk_steps": sk_tiles * k_steps,  # the K steps of the tiles left
-        "workers": minimum(blocks, sk_steps // share),  # blocks with a share
+        **split,
         "sk_blocks": maximum(workers, 1),
         "sk_quotient": sk_steps // sharers,
         "sk_remainder": sk_steps % sharers,

@@ -573,6 +573,7 @@ class KernelIR:
     teams: int = 1  # copies of the IR warps, each on a tile of its own (`warp_specialize pingpong`)
     persistent: bool = False  # gridDim.x blocks (the SM count), each looping over tiles
     stream_k: bool = False  # `persistent stream_k`: the last wave's tiles cut along K
+    split_k: int = 0  # `persistent split_k S` (stream_k too): cut into S slices each
     cluster: tuple[int, int] = (1, 1)  # blocks per thread-block cluster along M, N (`cluster`)
     # The guarded twin for sizes that are not multiples of the block tile (tiledsl.lowering.edges);
     # this kernel, unguarded, is the fast path for sizes that are.

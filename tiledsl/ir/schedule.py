@@ -48,6 +48,10 @@ class Schedule:
     # cut along K into equal shares for every block; a tile's first share (its owner) adds
     # the others' partial sums in order (tiledsl.ir.grid.stream_k_steps)
     stream_k: bool = False
+    # `persistent split_k S`: stream-K's fix-up with another split (tiledsl.ir.grid): the
+    # tiles of a last round that S slices each fit in the grid are cut into S slices of
+    # their K steps (0: the equal shares of `stream_k`)
+    split_k: int = 0
     # `cluster CM x CN`: thread-block clusters of CM blocks along M by CN along N; the
     # tiles the blocks of a cluster share (A along a cluster row, B along a column) are
     # fetched once, each block loading a part and the TMA unit multicasting it to all

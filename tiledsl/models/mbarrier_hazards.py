@@ -502,7 +502,18 @@ def _sizes(kernel: KernelIR):
         for t in ((1, 2, 3) if kernel.persistent else (1,))
         for steps in range(1, stages + 2)
     ]
-    if kernel.stream_k:  # stream-K pieces (tiledsl.ir.grid.stream_k_split) as well:
+    if kernel.split_k:  # split-K slices: the owner, the first and the last of the others
+        s = kernel.split_k
+        grids += [
+            # a tile in S slices, alone or after a whole round of S tiles
+            *(
+                (t, s, pid, steps)
+                for t in (1, s + 1)
+                for pid in sorted({0, 1, s - 1})
+                for steps in (s, s * stages + 1)
+            ),
+        ]
+    elif kernel.stream_k:  # stream-K pieces (tiledsl.ir.grid.stream_k_split) as well:
         grids += [
             # a tile in two pieces, and a whole round before them
             *((t, 2, pid, steps) for t in (1, 3) for pid in (0, 1) for steps in (2, stages + 1)),

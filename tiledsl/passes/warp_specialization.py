@@ -209,7 +209,8 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
     tiles_var = CTILES_M * CTILES_N if kernel.cluster_size > 1 else TILES_M * TILES_N
     head: tuple[Stmt, ...] = (Let("tiles", tiles_var),) if s.persistent else ()
     if s.stream_k:
-        head += tuple(Let(name, e) for name, e in stream_k_split(k_loop.stop).items())
+        shares = stream_k_split(k_loop.stop, s.split_k)
+        head += tuple(Let(name, e) for name, e in shares.items())
     # in a cluster, the other blocks arrive on this block's barriers and multicast into its
     # shared memory until their last release: no block exits before all are done
     tail: tuple[Stmt, ...] = (
@@ -233,6 +234,7 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
         teams=s.teams,
         persistent=s.persistent,
         stream_k=s.stream_k,
+        split_k=s.split_k,
     )
     # The pipeline's block barriers are gone: the handoffs order the roles' accesses, and
     # the proof says so (or refuses the kernel), with what each handoff statement prevents.

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from ..errors import Collector
 from ..frontend.formatter import format_directive, format_program
-from ..frontend.syntax import Kernel, Num, Program, TuningSet, Word
+from ..frontend.syntax import Arg, Kernel, Num, Phrase, Program, TuningSet, Word
 
 #: Points a space may have: beyond this, expanding and compiling each is not a search.
 MAX_POINTS = 20_000
@@ -88,17 +89,26 @@ def expand(program: Program, name: str | None = None) -> list[Point]:
     return list(points.values())
 
 
-def _point(program: Program, kernel: Kernel, combination: tuple[Num | Word, ...]) -> Point:
+def _chosen(group: tuple[Arg, ...], chosen: Iterator) -> tuple[Arg, ...]:
+    """`group` with each set replaced by its chosen option (a Phrase's arguments spliced in)."""
+    out: list[Arg] = []
+    for a in group:
+        if not isinstance(a, TuningSet):
+            out.append(a)
+            continue
+        option = next(chosen)
+        out.extend(option.args if isinstance(option, Phrase) else (option,))
+    return tuple(out)
+
+
+def _point(program: Program, kernel: Kernel, combination: tuple[Num | Word | Phrase, ...]) -> Point:
     chosen = iter(combination)
     directives, choices = [], []
     for d in kernel.directives:
         if not any(isinstance(a, TuningSet) for a in d.args):
             directives.append(d)
             continue
-        groups = tuple(
-            tuple(next(chosen) if isinstance(a, TuningSet) else a for a in group)
-            for group in d.groups
-        )
+        groups = tuple(_chosen(group, chosen) for group in d.groups)
         directives.append(replace(d, groups=groups).canonical())
         choices.append(format_directive(directives[-1]))
     one = replace(program, kernels=(replace(kernel, directives=tuple(directives)),))

@@ -314,9 +314,14 @@ def _fix_up_cell(kernel: KernelIR) -> str:
     signal = next(i for i, s in enumerate(hand_over) if isinstance(s, FlagSignal))
     gather = [s for s in walk(roles.consumer.body) if isinstance(s, (FlagWait, PartialAdd))]
     barrier = hand_over[signal + 1] if signal + 1 < len(hand_over) else None
+    pieces = (
+        f"split-K slices: the tiles of a last round, {kernel.split_k} slices of K each"
+        if kernel.split_k
+        else "stream-K pieces: the tiles of a last round that fills at most "
+        f"{SK_MAX_FILL} % of the grid, cut along K"
+    )
     lines = [
-        "stream-K pieces: the tiles of a last round that fills at most "
-        f"{SK_MAX_FILL} % of the grid, cut along K",
+        pieces,
         "a piece that starts inside its tile hands its partial sum over:",
         *(f"{i}. {stmt_text(s)}" for i, s in enumerate(hand_over[: signal + 1], 1)),
         "the tile's owner, for each block after it in the tile, in block order:",
