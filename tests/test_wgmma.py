@@ -118,9 +118,13 @@ def test_wgmma_is_not_on_sm_80_or_musa() -> None:
 
 
 def test_wgmma_shapes() -> None:
+    line, col, message = _error(BASE.replace("m64n64k16", "m64n100k16"))
+    assert (line, col) == (7, 5)
+    assert message == "cuda sm_90 has no m64n100k16 wgmma for f16 here"
+    # m64n96k16 is an instruction, but not of whole 64-column panels of an N-contiguous B
     line, col, message = _error(BASE.replace("m64n64k16", "m64n96k16"))
     assert (line, col) == (7, 5)
-    assert message == "cuda sm_90 has no m64n96k16 wgmma for f16 here"
+    assert message.startswith("`mma m64n96k16` with an N-contiguous B (its n index innermost)")
 
 
 @pytest.mark.parametrize(

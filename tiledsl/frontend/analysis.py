@@ -407,6 +407,15 @@ def _check_shared_memory(sched: Schedule, target: Target, gemm: Gemm, errs: Coll
     )
 
 
+def _shape_list(path, shapes) -> str:
+    """The shapes a note lists: `m64nNk16 for N = 8, 16, ..., 256` where they run evenly."""
+    ns = [s[1] for s in shapes]
+    step = ns[1] - ns[0] if len(ns) > 3 else 0
+    if step and ns == list(range(ns[0], ns[-1] + 1, step)) and len({s[0] for s in shapes}) == 1:
+        return f"{path.family} for N = {ns[0]}, {ns[1]}, ..., {ns[-1]}"
+    return ", ".join(path.shape_text(s) for s in shapes)
+
+
 def _check_path(
     sched: Schedule, target: Target, dtype: str, gemm: Gemm | None, errs: Collector
 ) -> bool:
@@ -427,7 +436,18 @@ def _check_path(
         errs.add(
             sched.loc("mma"),
             path.no_shape.format(target=target.name, shape=shape, dtype=dtype),
-            path.shapes_note.format(shapes=", ".join(path.shape_text(s) for s in shapes)),
+            path.shapes_note.format(shapes=_shape_list(path, shapes)),
+        )
+        return False
+    panel = path.n_panel_elements
+    if panel and gemm is not None and gemm.b.layout == "row" and sched.mma[1] % panel:
+        errs.add(
+            sched.loc("mma"),
+            f"`mma {shape}` with an N-contiguous {gemm.b.name} (its n index innermost): "
+            f"{path.name} reads it in 128-byte panels of {panel} columns, and N = "
+            f"{sched.mma[1]} is not whole panels",
+            f"use N a multiple of {panel}, or store {gemm.b.name} K-contiguous (declare it "
+            f"`col`), where any N the instruction has fits",
         )
         return False
     ok = True

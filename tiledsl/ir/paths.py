@@ -70,6 +70,9 @@ class InstructionPath:
     smem_slack: int  # dynamic shared memory asked beyond the buffers, to reach smem_align
     default_pad: str | None  # `pad` when the file has none (else the language's `auto`)
     k_line_elements: int  # K-contiguous tiles are read in lines of this many elements (0: any)
+    # an N-contiguous B is read in panels of this many columns (0: any): the instruction's N
+    # must be whole panels, where a K-contiguous B takes any N the target lists
+    n_panel_elements: int
     build_suffix: str  # the build target is the device's arch + this (wgmma: sm_90a)
     devices: tuple[str, ...]  # archs it runs on (empty: every one of the target's vendor)
     devices_text: str  # the same, in words
@@ -135,6 +138,7 @@ WMMA = InstructionPath(
     no_path="{target} has no WMMA fragments",
     no_path_fix="",
     no_shape="{target} has no {shape} {dtype} fragment",
+    n_panel_elements=0,
     shapes_note="fragment shapes here: {shapes}",
     load_label="load_matrix_sync",
     mma_label="mma_sync",
@@ -176,6 +180,7 @@ MMA_SYNC = InstructionPath(
     no_path="{target} has no mma.sync PTX path",
     no_path_fix="use a WMMA fragment shape: {wmma_shapes}",
     no_shape="{target} has no {shape} mma.sync path for {dtype} here",
+    n_panel_elements=0,
     shapes_note="instruction shapes here: {shapes}",
     load_label="load_matrix_sync",
     mma_label="mma_sync",
@@ -201,6 +206,7 @@ WGMMA = InstructionPath(
     smem_slack=1024,  # dynamic shared memory is not promised that alignment: round up
     default_pad="xor",
     k_line_elements=64,  # 128-byte lines of 16-bit elements
+    n_panel_elements=64,  # an N-contiguous B tile: 128-byte panels, the swizzle's atom
     build_suffix="a",
     devices=("sm_90", "sm_90a"),
     devices_text="sm_90 (Hopper)",

@@ -21,9 +21,10 @@ _WMMA_F16: tuple[Shape, ...] = ((16, 16, 16), (32, 8, 16), (8, 32, 16))
 _PTX_F16: tuple[Shape, ...] = ((16, 8, 16),)
 _PTX = {"f16": _PTX_F16, "bf16": _PTX_F16}
 # wgmma (sm_90a), written `mma m64nNk16`: one warpgroup computes 64 x N, A and B read from
-# shared memory by descriptor. N a multiple of 64, so that an N-contiguous tile of B is
-# whole 128-byte panels (the swizzle atom); up to 256, the instruction's widest.
-_WGMMA_F16: tuple[Shape, ...] = tuple((64, n, 16) for n in (64, 128, 192, 256))
+# shared memory by descriptor. N a multiple of 8 up to 256, the instruction's own range; an
+# N-contiguous B needs N a multiple of 64 besides (whole 128-byte panels, the swizzle's
+# atom: InstructionPath.n_panel_elements), a K-contiguous B takes narrow N (few tokens).
+_WGMMA_F16: tuple[Shape, ...] = tuple((64, n, 16) for n in range(8, 257, 8))
 _WGMMA = {"f16": _WGMMA_F16, "bf16": _WGMMA_F16}
 
 
