@@ -226,8 +226,9 @@ USAGE = {
     "warp_specialize": "warp_specialize takes nothing, `cooperative` (the default: the consumer "
     "warpgroups share each tile) or `pingpong` (two consumer teams on alternate tiles)",
     "persistent": "persistent takes nothing or `tiles` (one block per SM, each looping over "
-    "whole tiles), or `stream_k` (a last round of tiles that would leave SMs idle cut along K "
-    "into equal shares); a space may write `persistent {tiles, stream_k}`",
+    "whole tiles), `stream_k` (a last round of tiles that would leave SMs idle cut along K "
+    "into equal shares) or `split_k S` (its tiles in S slices of K, e.g. `split_k 2`); a "
+    "space may write `persistent {tiles, stream_k, split_k 2}`",
     "cluster": "a thread-block cluster is written CM x CN (blocks along M and N), "
     "e.g. cluster 2 x 1",
     "pad": "pad is written pad auto, pad none, pad xor, or pad A 8, B 8",
