@@ -3,10 +3,10 @@
     python3 bench/hopper.py [--size MxNxK ...] [--repeat N] [--out PATH.json]
                             [--only] [FILE.tile ...]
 
-Times every .tile under examples/hopper/ (and any FILE given) with `tiledsl bench`'s code
-(`tiledsl.commands.bench`): each result checked with the exact and the statistical oracle
-before its time counts, cuBLAS (cupy.matmul, f16 C) and Triton (tl.dot, f16 C) timed in
-the same process on the same inputs. Default sizes: 4096³, 8192³ and the projections of
+Times every rung under examples/hopper/ (its few-token schedules aside) and any FILE given
+with `tiledsl bench`'s code (`tiledsl.commands.bench`): each result checked with the exact
+and the statistical oracle before its time counts, cuBLAS (cupy.matmul, f16 C) and Triton
+(tl.dot, f16 C) timed in the same process on the same inputs. Default sizes: 4096³, 8192³ and the projections of
 Llama-2-7B at 2048 and 8192 tokens (M x 12288 x 4096, M x 4096 x 4096, M x 22016 x 4096,
 M x 4096 x 11008).
 
@@ -46,6 +46,13 @@ LLAMA = [
     for n, k in ((12288, 4096), (4096, 4096), (22016, 4096), (4096, 11008))
 ]
 SIZES = ["4096x4096x4096", "8192x8192x8192", *LLAMA]
+
+
+def ladder_rungs() -> list[Path]:
+    """The rungs of examples/hopper/ timed by default: not its few-token schedules
+    (few_tokens*.tile: 64-row tiles for M <= 256, bench/shapes.py's), which at these sizes
+    would only be slow."""
+    return sorted(p for p in HOPPER.glob("*.tile") if not p.name.startswith("few_tokens"))
 
 
 def verdicts(rows: list[dict]) -> list[dict]:
@@ -177,7 +184,7 @@ def main() -> None:
         "values (a model's: more power, a lower clock; the rows are checked on both either way)",
     )
     args = p.parse_args()
-    files = ([] if args.only else sorted(HOPPER.glob("*.tile"))) + [Path(f) for f in args.files]
+    files = ([] if args.only else ladder_rungs()) + [Path(f) for f in args.files]
     sizes = [parse_size(s) for s in (args.size or SIZES)]
     settings = bench.Settings(repeat=args.repeat, warmup=5, data=args.data)
     entries = [(f.stem, str(f)) for f in files]
