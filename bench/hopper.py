@@ -6,9 +6,9 @@
 Times every rung under examples/hopper/ (its few-token schedules aside) and any FILE given
 with `tiledsl bench`'s code (`tiledsl.commands.bench`): each result checked with the exact
 and the statistical oracle before its time counts, cuBLAS (cupy.matmul, f16 C) and Triton
-(tl.dot, f16 C) timed in the same process on the same inputs. Default sizes: 4096³, 8192³ and the projections of
-Llama-2-7B at 2048 and 8192 tokens (M x 12288 x 4096, M x 4096 x 4096, M x 22016 x 4096,
-M x 4096 x 11008).
+(tl.dot, f16 C) timed in the same process on the same inputs. Default sizes: 4096³, 8192³
+and the projections of Llama-2-7B at 2048 and 8192 tokens (M x 12288 x 4096, M x 4096 x
+4096, M x 22016 x 4096, M x 4096 x 11008).
 
 Per size, the best tiledsl row against the fastest cuBLAS and the fastest Triton time of
 the run at that size (so that a slow baseline sample flatters nothing), the target being
