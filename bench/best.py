@@ -120,6 +120,18 @@ def render(found: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def best_at(rows: list[dict], size: tuple) -> tuple[dict | None, float | None, float | None]:
+    """At `size`: the fastest checked tiledsl row, and the fastest cuBLAS and Triton times
+    of the run (a slow baseline sample flatters nothing)."""
+    at = [r for r in rows if tuple(r["size"]) == size and r["ok"] and r["time_ms"]]
+
+    def fastest(kind: str) -> float | None:
+        return min((r["time_ms"] for r in at if r["kind"] == kind), default=None)
+
+    mine = [r for r in at if r["kind"] == "tiledsl"]
+    return min(mine, key=lambda r: r["time_ms"], default=None), fastest("cublas"), fastest("triton")
+
+
 def default_out(name: str) -> Path:
     """bench/results/NAME-GPU-DATE.json: the name a canonical result keeps."""
     gpu = device_info()["name"].removeprefix("NVIDIA ").lower().replace(" ", "-")

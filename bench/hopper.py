@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from best import ROOT, default_out
+from best import ROOT, best_at, default_out
 
 from tiledsl.commands import bench
 from tiledsl.commands.run import parse_size
@@ -59,14 +59,7 @@ def verdicts(rows: list[dict]) -> list[dict]:
     """Per size: the best checked tiledsl row against the fastest cuBLAS and Triton."""
     out = []
     for size in sorted({tuple(r["size"]) for r in rows}):
-        at = [r for r in rows if tuple(r["size"]) == size and r["ok"] and r["time_ms"]]
-
-        def fastest(kind: str, rows=at) -> float | None:
-            return min((r["time_ms"] for r in rows if r["kind"] == kind), default=None)
-
-        mine = [r for r in at if r["kind"] == "tiledsl"]
-        best = min(mine, key=lambda r: r["time_ms"], default=None)
-        cublas, triton = fastest("cublas"), fastest("triton")
+        best, cublas, triton = best_at(rows, size)
         x_cublas = cublas / best["time_ms"] if best and cublas else None
         x_triton = triton / best["time_ms"] if best and triton else None
         out.append(

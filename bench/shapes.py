@@ -39,7 +39,7 @@ import math
 import sys
 from pathlib import Path
 
-from best import ROOT, default_out
+from best import ROOT, best_at, default_out
 
 from tiledsl.commands import bench
 from tiledsl.gpu.timing import DATA_KINDS
@@ -111,14 +111,7 @@ def verdicts(rows: list[dict], bandwidth: float | None) -> list[dict]:
     run and against the memory bound."""
     out = []
     for size in sorted({tuple(r["size"]) for r in rows}, key=lambda s: (s[1], s[2], s[0])):
-        at = [r for r in rows if tuple(r["size"]) == size and r["ok"] and r["time_ms"]]
-
-        def fastest(kind: str, rows=at) -> float | None:
-            return min((r["time_ms"] for r in rows if r["kind"] == kind), default=None)
-
-        mine = [r for r in at if r["kind"] == "tiledsl"]
-        best = min(mine, key=lambda r: r["time_ms"], default=None)
-        cublas, triton = fastest("cublas"), fastest("triton")
+        best, cublas, triton = best_at(rows, size)
         ms = best["time_ms"] if best else None
         bound_ms = operand_bytes(size) / bandwidth * 1e3 if bandwidth else None
         v = {

@@ -388,14 +388,19 @@ def test_best_judges_against_the_fastest_cublas_of_the_size() -> None:
     assert found["WMMA, any accumulation"]["best"] == "w16"
 
 
-def _hopper_script(monkeypatch):
+def _bench_script(name: str, monkeypatch):
+    """bench/NAME.py as a module (it imports best.py beside it)."""
     import importlib.util
 
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))  # hopper.py imports best.py beside it
-    spec = importlib.util.spec_from_file_location("hopper_bench", ROOT / "bench" / "hopper.py")
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", ROOT / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _hopper_script(monkeypatch):
+    return _bench_script("hopper", monkeypatch)
 
 
 def test_hopper_bf16_variants_and_their_ratios(tmp_path: Path, monkeypatch) -> None:
@@ -434,22 +439,12 @@ def test_hopper_bf16_variants_and_their_ratios(tmp_path: Path, monkeypatch) -> N
     assert hopper.verdicts(f16)[0]["best"] in ("cluster", "epilogue")
 
 
-def _shapes_script(monkeypatch):
-    import importlib.util
-
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))  # shapes.py imports best.py beside it
-    spec = importlib.util.spec_from_file_location("shapes_bench", ROOT / "bench" / "shapes.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_shapes_are_the_36_llama_projections_and_judged_on_memory_at_few_tokens(
     tmp_path: Path, monkeypatch
 ) -> None:
     """bench/shapes.py: 0.9x the fastest cuBLAS and 1.0x Triton per shape, 85 % of the copy
     bandwidth's bound up to M = 64, and the geometric mean over the shapes."""
-    shapes = _shapes_script(monkeypatch)
+    shapes = _bench_script("shapes", monkeypatch)
     assert len(shapes.llama_shapes()) == 36 and (1, 22016, 4096) in shapes.llama_shapes()
     bandwidth = 4e12  # bytes per second
     decode, prefill = (16, 4096, 4096), (2048, 4096, 4096)
