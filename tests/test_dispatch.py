@@ -38,8 +38,12 @@ class SizeAwareTimer:
     device = "Fake GPU"
     compiler = "fakec 1.0"
 
+    def __init__(self) -> None:
+        self.timed: list[tuple[str, tuple[int, int, int]]] = []
+
     def measure(self, points, size, jobs):
         for point in points:
+            self.timed.append((point.label, size))
             small = "block 64" in point.label
             ms = (1.0 if small else 2.0) if size[0] <= 64 else (2.0 if small else 1.0)
             yield point, Result("ok", ms, 2.0, "bit-exact", self.device)
@@ -137,6 +141,41 @@ def test_a_suite_prunes_each_point_once_and_checks_only_its_size_per_shape(monke
     monkeypatch.setattr(search, "compile_program", lambda p: compiled.append(p) or real(p))
     assert search.prune_sizes(points, sizes, jobs=1) == per_size
     assert len(compiled) == len(points)
+
+
+def test_a_time_limit_writes_the_shapes_searched_and_a_rerun_resumes(
+    tmp_path: Path, capsys
+) -> None:
+    """--time-limit: no shape starts after the limit; the ones searched are written (status
+    1, the others named), and a rerun with the record times only what is left."""
+    space = tmp_path / "space.tile"
+    space.write_text(SPACE)
+    out = tmp_path / "space.tuned.tile"
+    ticks = iter([0.0, 0.0, 100.0])  # the start, the first shape, then past the limit
+    timer = SizeAwareTimer()
+    common = dict(
+        budget=None,
+        kernel=None,
+        record=tmp_path / "record.jsonl",
+        output=out,
+        jobs=1,
+        timer_factory=lambda: timer,
+    )
+    sizes = [(64, 256, 128), (512, 256, 128)]
+    status = tune_suite(
+        SPACE, str(space), sizes, **common, time_limit=10, clock=lambda: next(ticks)
+    )
+    assert status == 1
+    assert "the time limit (10 s) is reached; not searched: 512x256x128" in capsys.readouterr().out
+    data = json.loads(table_path(out).read_text())
+    assert [e["size"] for e in data["entries"]] == [[64, 256, 128]]
+    timed = len(timer.timed)
+    assert tune_suite(SPACE, str(space), sizes, **common) == 0  # no limit: the rest
+    assert [e["size"] for e in json.loads(table_path(out).read_text())["entries"]] == [
+        [64, 256, 128],
+        [512, 256, 128],
+    ]
+    assert all(size == (512, 256, 128) for _, size in timer.timed[timed:])
 
 
 def test_a_suite_search_without_a_gpu_writes_nothing(tmp_path: Path) -> None:

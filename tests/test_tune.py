@@ -421,6 +421,8 @@ def test_cli_tunes_with_a_gpu(tmp_path: Path, capsys, monkeypatch) -> None:
         (["--budget", "0"], "argument --budget: expected 1 to 20000, found 0"),
         (["--jobs", "0"], "argument --jobs: expected 1 to 1024, found 0"),
         (["--kernel", "nope"], "no kernel 'nope'"),
+        (["--time-limit", "60"], "--time-limit bounds a suite's search: it goes with --sizes"),
+        (["--time-limit", "0"], "argument --time-limit: expected 1 to 10000000, found 0"),
     ],
 )
 def test_cli_usage_errors_exit_2(tmp_path: Path, capsys, argv, message) -> None:

@@ -274,6 +274,13 @@ def _tune_command(sub) -> None:
         help="time at most N points not yet in the record, a fixed sample spread over the "
         "space (a rerun times the next N; default: all)",
     )
+    t.add_argument(
+        "--time-limit",
+        type=_count(1, 10**7),
+        metavar="SECONDS",
+        help="with --sizes: start no shape after SECONDS; the shapes searched by then are "
+        "written (a rerun with the same record resumes and writes the whole suite)",
+    )
     t.add_argument("--kernel", metavar="NAME", help="which kernel of the file (default: its one)")
     t.add_argument(
         "--record",
@@ -627,7 +634,10 @@ def _tune(args) -> int:
             output=Path(args.output) if args.output else None,
             jobs=args.jobs or cpu_cores(),
             timer_factory=tune_gpu.gpu_timer,
+            time_limit=args.time_limit,
         )
+    if args.time_limit is not None:
+        raise UsageError("--time-limit bounds a suite's search: it goes with --sizes")
     return tune_file(
         text,
         name,

@@ -18,6 +18,7 @@ which shapes and how fast. The table (`tiledsl.tune.dispatch`, beside the output
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -43,9 +44,15 @@ def tune_suite(
     output: Path | None,
     jobs: int,
     timer_factory: Callable[[], Timer | None],
+    time_limit: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """Search the space at every shape of `sizes`; write the kernels and the table. Returns
-    the exit status: 0 when every shape has a best point and no candidate failed."""
+    the exit status: 0 when every shape has a best point and no candidate failed.
+
+    With `time_limit` (seconds), no shape is started once that much time has passed: the
+    shapes searched by then are written, the others named, and the status is 1; a rerun
+    with the same record reuses what was timed."""
     output = output or Path.cwd() / f"{Path(file).stem}.tuned.tile"
     table_file = table_path(output)
     check_outputs([p for p in (record, output, table_file) if p is not None], inputs=[Path(file)])
@@ -57,8 +64,17 @@ def tune_suite(
     timer: Timer | None = None
     won: list[tuple[Size, Outcome]] = []
     ok = True
+    started = clock()
     pruned_at = prune_sizes(points, list(sizes), jobs)  # each point compiled once
-    for size, verdicts in zip(sizes, pruned_at, strict=True):
+    for number, (size, verdicts) in enumerate(zip(sizes, pruned_at, strict=True)):
+        if time_limit is not None and clock() - started >= time_limit:
+            left = ", ".join(size_text(s) for s in sizes[number:])
+            print(
+                f"tune: the time limit ({time_limit:g} s) is reached; not searched: {left} "
+                "(a rerun with the same record resumes)"
+            )
+            ok = False
+            break
         feasible = [p for p, v in zip(points, verdicts, strict=True) if v.reason is None]
         if not feasible:
             print(f"{size_text(size)}: every point is pruned (`tiledsl tune --size` says why)")
