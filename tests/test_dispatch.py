@@ -93,7 +93,7 @@ def test_a_table_that_cannot_be_read_or_names_another_kernel_is_refused(tmp_path
     assert str(err.value).startswith(f"{path} names kernel 'gone', which its .tile file")
 
 
-def suite_run(tmp_path: Path, timer=None) -> tuple[int, Path]:
+def suite_run(tmp_path: Path, timer=None, **options) -> tuple[int, Path]:
     space = tmp_path / "space.tile"
     space.write_text(SPACE)
     out = tmp_path / "space.tuned.tile"
@@ -107,6 +107,7 @@ def suite_run(tmp_path: Path, timer=None) -> tuple[int, Path]:
         output=out,
         jobs=1,
         timer_factory=lambda: timer,
+        **options,
     )
     return status, out
 
@@ -148,29 +149,15 @@ def test_a_time_limit_writes_the_shapes_searched_and_a_rerun_resumes(
 ) -> None:
     """--time-limit: no shape starts after the limit; the ones searched are written (status
     1, the others named), and a rerun with the record times only what is left."""
-    space = tmp_path / "space.tile"
-    space.write_text(SPACE)
-    out = tmp_path / "space.tuned.tile"
     ticks = iter([0.0, 0.0, 100.0])  # the start, the first shape, then past the limit
     timer = SizeAwareTimer()
-    common = dict(
-        budget=None,
-        kernel=None,
-        record=tmp_path / "record.jsonl",
-        output=out,
-        jobs=1,
-        timer_factory=lambda: timer,
-    )
-    sizes = [(64, 256, 128), (512, 256, 128)]
-    status = tune_suite(
-        SPACE, str(space), sizes, **common, time_limit=10, clock=lambda: next(ticks)
-    )
+    status, out = suite_run(tmp_path, timer, time_limit=10, clock=lambda: next(ticks))
     assert status == 1
     assert "the time limit (10 s) is reached; not searched: 512x256x128" in capsys.readouterr().out
     data = json.loads(table_path(out).read_text())
     assert [e["size"] for e in data["entries"]] == [[64, 256, 128]]
     timed = len(timer.timed)
-    assert tune_suite(SPACE, str(space), sizes, **common) == 0  # no limit: the rest
+    assert suite_run(tmp_path, timer)[0] == 0  # no limit: the rest
     assert [e["size"] for e in json.loads(table_path(out).read_text())["entries"]] == [
         [64, 256, 128],
         [512, 256, 128],

@@ -48,23 +48,42 @@ def test_with_every_worker_dead_the_rest_are_lost() -> None:
     assert reasons.count(NO_WORKER_LEFT) == 3
 
 
+SPACE = ("block {64, 128} x 64 x 32", "stages {1, 2}", "pad none", "swizzle none", "sync all")
+
+
+def tune_space(tmp_path, timer_factory) -> int:
+    """tune_file of a 4-point space (written as tmp_path/space.tile) at 256 x 128 x 64, its
+    record (record.jsonl) and best point (best.tile) in `tmp_path`."""
+    from helpers import kernel_text
+
+    from tiledsl.tune import search as tune
+
+    text = kernel_text(*SPACE)
+    space = tmp_path / "space.tile"
+    space.write_text(text)
+    return tune.tune_file(
+        text,
+        str(space),
+        size=(256, 128, 64),
+        budget=None,
+        kernel=None,
+        record=tmp_path / "record.jsonl",
+        output=tmp_path / "best.tile",
+        jobs=1,
+        dry_run=False,
+        timer_factory=timer_factory,
+    )
+
+
 def test_a_multi_gpu_tune_survives_a_dead_worker_and_a_rerun_resumes(tmp_path, monkeypatch) -> None:
     """The GPU timer with two (fake) GPUs: every point timed by one of them, the record
     saying which; the worker that dies costs its point ("worker died"), the others finish;
     a rerun times that point only and finds the same best."""
     import json
 
-    from helpers import kernel_text
-
     from tiledsl.tune import pool
-    from tiledsl.tune import search as tune
     from tiledsl.tune import workers as tune_gpu
 
-    text = kernel_text(
-        "block {64, 128} x 64 x 32", "stages {1, 2}", "pad none", "swizzle none", "sync all"
-    )
-    space = tmp_path / "space.tile"
-    space.write_text(text)
     monkeypatch.setattr(
         tune_gpu, "parallel_map", lambda fn, items, jobs, always_spawn: [None] * len(items)
     )
@@ -84,18 +103,7 @@ def test_a_multi_gpu_tune_survives_a_dead_worker_and_a_rerun_resumes(tmp_path, m
     record = tmp_path / "record.jsonl"
 
     def run() -> int:
-        return tune.tune_file(
-            text,
-            str(space),
-            size=(256, 128, 64),
-            budget=None,
-            kernel=None,
-            record=record,
-            output=tmp_path / "best.tile",
-            jobs=1,
-            dry_run=False,
-            timer_factory=lambda: timer,
-        )
+        return tune_space(tmp_path, lambda: timer)
 
     assert run() == 1  # a point was lost: the run says so, and writes the best of the rest
     assert (tmp_path / "best.tile").is_file()
@@ -148,29 +156,10 @@ def test_a_best_timed_across_gpus_is_chosen_on_one(tmp_path) -> None:
     is chosen from those times (recorded as such)."""
     import json
 
-    from helpers import kernel_text
-
     from tiledsl.tune import search as tune
 
-    text = kernel_text(
-        "block {64, 128} x 64 x 32", "stages {1, 2}", "pad none", "swizzle none", "sync all"
-    )
-    space = tmp_path / "space.tile"
-    space.write_text(text)
     record = tmp_path / "record.jsonl"
-    status = tune.tune_file(
-        text,
-        str(space),
-        size=(256, 128, 64),
-        budget=None,
-        kernel=None,
-        record=record,
-        output=tmp_path / "best.tile",
-        jobs=1,
-        dry_run=False,
-        timer_factory=TwoGpuTimer,
-    )
-    assert status == 0
+    assert tune_space(tmp_path, TwoGpuTimer) == 0
     lines = [json.loads(line) for line in record.read_text().splitlines()]
     again = [e for e in lines if "re-timed" in e["detail"]]
     assert len(again) == tune.FINALISTS and {e["gpu"] for e in again} == {0}

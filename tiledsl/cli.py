@@ -614,6 +614,14 @@ def _tune(args) -> int:
     from .tune.search import cpu_cores, tune_file
 
     text, name = _read(args.file)
+    common = dict(
+        budget=args.budget,
+        kernel=args.kernel,
+        record=Path(args.record) if args.record else None,
+        output=Path(args.output) if args.output else None,
+        jobs=args.jobs or cpu_cores(),
+        timer_factory=tune_gpu.gpu_timer,
+    )
     if args.sizes is not None:
         from .tune.dispatch import read_suite
         from .tune.suite import tune_suite
@@ -624,32 +632,11 @@ def _tune(args) -> int:
                 + ("--size" if args.size is not None else "--dry-run")
                 + " (or drop --sizes)"
             )
-        return tune_suite(
-            text,
-            name,
-            read_suite(Path(args.sizes)),
-            budget=args.budget,
-            kernel=args.kernel,
-            record=Path(args.record) if args.record else None,
-            output=Path(args.output) if args.output else None,
-            jobs=args.jobs or cpu_cores(),
-            timer_factory=tune_gpu.gpu_timer,
-            time_limit=args.time_limit,
-        )
+        suite = read_suite(Path(args.sizes))
+        return tune_suite(text, name, suite, time_limit=args.time_limit, **common)
     if args.time_limit is not None:
         raise UsageError("--time-limit bounds a suite's search: it goes with --sizes")
-    return tune_file(
-        text,
-        name,
-        size=args.size,
-        budget=args.budget,
-        kernel=args.kernel,
-        record=Path(args.record) if args.record else None,
-        output=Path(args.output) if args.output else None,
-        jobs=args.jobs or cpu_cores(),
-        dry_run=args.dry_run,
-        timer_factory=tune_gpu.gpu_timer,
-    )
+    return tune_file(text, name, size=args.size, dry_run=args.dry_run, **common)
 
 
 if __name__ == "__main__":

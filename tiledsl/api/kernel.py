@@ -244,11 +244,11 @@ class Kernel:
         """The call's values of the epilogue's runtime alpha and beta (taken out of
         `extras`; alpha 1 and beta 0 when not given), checked as the directive's numbers."""
         from ..frontend.directives import F32_TINY, f32_problem
+        from ..ir.epilogue import CALL_DEFAULTS
 
-        defaults = {"alpha": 1.0, "beta": 0.0}
         values = {}
         for name in self._runtime:
-            value = extras.pop(name, defaults[name])
+            value = extras.pop(name, CALL_DEFAULTS[name])
             try:
                 value = float(value)
             except (TypeError, ValueError):

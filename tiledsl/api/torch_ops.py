@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..ir.epilogue import CALL_DEFAULTS
 from ..ir.expr import Const, Var
 from ..ir.gemm import Gemm
 from .kernel import Kernel, load
@@ -58,8 +59,7 @@ def register(kernel: Kernel | str | Path, name: str | None = None, **load_args):
     # an epilogue's runtime alpha and beta: float arguments after the tensors (alpha 1 and
     # beta 0 unless given); a beta reads C, so that op takes C and writes it in place
     scalars = k._runtime
-    defaults = {"alpha": "1.0", "beta": "0.0"}
-    floats = "".join(f", float {n}={defaults[n]}" for n in scalars)
+    floats = "".join(f", float {n}={CALL_DEFAULTS[n]!r}" for n in scalars)
     count = len(inputs)
 
     def call(tensors: tuple, kwargs: dict, out=None):

@@ -35,6 +35,9 @@ from .schedule import Schedule
 #: The values `tiledsl run`, `bench` and `tune` launch a kernel's runtime alpha and beta
 #: with (a user's call passes its own): neither 0 nor 1, so that every step is exercised.
 CHECK_VALUES = {"alpha": 1.5, "beta": 0.75}
+#: A call's runtime alpha and beta when it passes none (tiledsl.load, the torch operator):
+#: the product itself, C = A x B, as cuBLAS's defaults are.
+CALL_DEFAULTS = {"alpha": 1.0, "beta": 0.0}
 
 
 @dataclass(frozen=True)

@@ -80,15 +80,9 @@ def tune_suite(
             print(f"{size_text(size)}: every point is pruned (`tiledsl tune --size` says why)")
             ok = False
             continue
-        first = next(v for v in verdicts if v.reason is None)
         if timer is None:
-            timer = timer_factory() if first.vendor == "cuda" else None
+            timer = _timer(verdicts, timer_factory)
             if timer is None:
-                print(
-                    "tiledsl tune: error: timing needs a CUDA GPU that CuPy sees, and there is "
-                    "none (`tiledsl doctor` says why)",
-                    file=sys.stderr,
-                )
                 return 1
         outcome = search_points(file, points, verdicts, feasible, size, budget, record, jobs, timer)
         for point, result in outcome.failed:
@@ -112,6 +106,20 @@ def tune_suite(
     )
     print(f"wrote {output} ({len({e.kernel for e in table.entries})} kernel(s)) and {table_file}")
     return 0 if ok else 1
+
+
+def _timer(verdicts, timer_factory) -> Timer | None:
+    """The timer of the first shape that has a feasible point (a CUDA one's), or None,
+    having said why there is none."""
+    first = next(v for v in verdicts if v.reason is None)
+    timer = timer_factory() if first.vendor == "cuda" else None
+    if timer is None:
+        print(
+            "tiledsl tune: error: timing needs a CUDA GPU that CuPy sees, and there is "
+            "none (`tiledsl doctor` says why)",
+            file=sys.stderr,
+        )
+    return timer
 
 
 def _kernels_and_table(file: str, output: Path, won, timer) -> tuple[str, Table]:
