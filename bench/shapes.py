@@ -1,21 +1,24 @@
 """Every shape a Llama-2-7B layer multiplies at, from one token to 8192, against cuBLAS and
 Triton, and against the memory bound where few rows make the product a read of the weights.
 
-    python3 bench/shapes.py [FILE.tile ...] [--m 1 16 ...] [--sizes SUITE] [--repeat N]
-                            [--data ints|normal] [--out PATH.json] [--plot PATH.png]
-    python3 bench/shapes.py --from-json RUN.json [--plot PATH.png]   # judge again, no GPU
+    python3 bench/shapes.py [FILE.tile ...] [--swapped FILE.tile ...] [--m 1 16 ...]
+                            [--sizes SUITE] [--repeat N] [--data ints|normal]
+                            [--out PATH.json] [--plot PATH.png]
+    python3 bench/shapes.py --from-json RUN.json ... [--out PATH.json] [--plot PATH.png]
 
 The shapes: M x N x K for M in 1, 16, 64, 128, 256, 512, 1000, 2048, 8192 tokens (`--m`)
 and the projections N x K = 12288 x 4096 (q, k, v), 4096 x 4096 (o), 22016 x 4096 (gate,
 up) and 4096 x 11008 (down): 36 shapes, f16 A and B, f32 accumulation, f16 C. `--sizes`
 takes a suite file instead (one MxNxK a line, as `tiledsl tune --sizes` does).
 
-Each FILE (default: `default_files()` below) is timed at every shape with `tiledsl
-bench`'s code (tiledsl.commands.bench): a file of several kernels with a dispatch table
-beside it (`tiledsl tune --sizes`) times the kernel its table picks, as `tiledsl.load`
-would call it. Every row is checked by the exact and the statistical oracle before its
-time counts; cuBLAS (cupy.matmul) and Triton (tl.dot) are timed in the same process on
-the same inputs, and each shape is judged against their fastest time of the run.
+Each FILE is timed at every shape (with no FILE: `default_plan()` below, each group of
+files at the tokens where it may win) with `tiledsl bench`'s code (tiledsl.commands.bench):
+a file of several kernels with a dispatch table beside it (`tiledsl tune --sizes`) times
+the kernel its table picks, as `tiledsl.load` would call it. Every row is checked by the
+exact and the statistical oracle before its time counts; cuBLAS (cupy.matmul) and Triton (tl.dot) are timed in the same process on
+the same inputs, and each shape is judged against their fastest time of the run. A
+`--swapped` file computes the transpose, C^T = B^T A^T, so it is timed at N x M x K and its
+rows (with their cuBLAS and Triton rows) are put back at M x N x K.
 
 The memory bound of a shape is the bytes of A, B and C over the device-to-device copy
 bandwidth measured in the same run (a copy of COPY_BYTES, read and written: 2 x COPY_BYTES
@@ -56,17 +59,55 @@ MANY_TOKENS = (
     ROOT / "examples" / "tuned" / "hopper_tuned_192.tile",
 )
 FEW_TOKENS = ROOT / "examples" / "tuned" / "small_m.tuned.tile"
+#: The kernel that swaps the operands' roles (C^T = B^T A^T: the weights fill the wgmma's
+#: 64 rows, the tokens its N), tuned per shape where `tiledsl tune
+#: examples/spaces/few_tokens_swapped_space.tile --sizes
+#: bench/suites/llama2_7b_few_tokens_swapped.txt` has written it. From torch it is called
+#: as k(W, x.t(), out=y.t()) (examples/hopper/few_tokens_swapped.tile).
+SWAPPED = ROOT / "examples" / "tuned" / "few_tokens_swapped.tuned.tile"
+SWAPPED_UNTUNED = ROOT / "examples" / "hopper" / "few_tokens_swapped.tile"
+#: Which tokens each default group is timed at: the 64-row tiles up to FEW_MAX_M, the
+#: swapped kernel up to SWAPPED_MAX_M, the many-token rungs from MANY_MIN_M on (the
+#: groups overlap where either may win).
+FEW_MAX_M, SWAPPED_MAX_M, MANY_MIN_M = 256, 16, 128
 
 
-def default_files() -> list[Path]:
-    if FEW_TOKENS.exists():
-        return [FEW_TOKENS, *MANY_TOKENS]
-    print(
-        f"shapes: {FEW_TOKENS.relative_to(ROOT)} is not written yet (tune the few-token "
-        "space with --sizes first); timing the many-token rungs only",
-        file=sys.stderr,
+def default_plan(sizes) -> list[tuple[list[Path], list[tuple[int, int, int]], bool]]:
+    """(files, the sizes they are timed at, timed swapped) when no file is given."""
+    few = [FEW_TOKENS] if FEW_TOKENS.exists() else [MANY_TOKENS[0]]
+    if not FEW_TOKENS.exists():
+        print(
+            f"shapes: {FEW_TOKENS.relative_to(ROOT)} is not written yet (tune the few-token "
+            f"space with --sizes first); timing {few[0].name} at few tokens instead",
+            file=sys.stderr,
+        )
+    swapped = SWAPPED if SWAPPED.exists() else SWAPPED_UNTUNED
+    groups = [
+        (few, [s for s in sizes if s[0] <= FEW_MAX_M], False),
+        ([swapped], [s for s in sizes if s[0] <= SWAPPED_MAX_M], True),
+        (list(MANY_TOKENS), [s for s in sizes if s[0] >= MANY_MIN_M], False),
+    ]
+    return [g for g in groups if g[1]]
+
+
+def transposed(size: tuple[int, int, int]) -> tuple[int, int, int]:
+    """C = A B at M x N x K computed as C^T = B^T A^T: the product N x M x K."""
+    m, n, k = size
+    return n, m, k
+
+
+def measure_swapped(files: list[Path], sizes, settings) -> list:
+    """Rows of `files` timed on the transposed shapes, put back at the shapes they compute
+    (their cuBLAS and Triton rows too: the same product, which cuBLAS may run either way)."""
+    rows = bench.measure(
+        [(f.stem, str(f)) for f in files], [transposed(s) for s in sizes], settings
     )
-    return list(MANY_TOKENS)
+    for row in rows:
+        row.notes.append(f"timed as C^T = B^T A^T at {bench.size_label(row.size)}")
+        row.size = transposed(row.size)
+        if row.kind == "tiledsl":
+            row.label += " (C^T)"
+    return rows
 
 
 #: One copy's bytes: far past the H200's 50 MiB L2, so the copy runs at memory speed.
@@ -237,22 +278,44 @@ def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("files", nargs="*", help=".tile files to time (default: default_files())")
+    p.add_argument("files", nargs="*", help=".tile files to time (default: default_plan())")
     p.add_argument("--m", type=int, nargs="+", metavar="M", help=f"tokens (default {TOKENS})")
     p.add_argument("--sizes", metavar="SUITE", help="a file of shapes, one MxNxK a line")
     p.add_argument("--repeat", type=int, default=30, help="timed runs per row (default 30)")
     p.add_argument("--data", choices=DATA_KINDS, default="ints", help="the timed operands")
     p.add_argument("--out", default=None, help="JSON path (default bench/results/shapes-GPU-DATE)")
     p.add_argument("--plot", default=None, help="draw TFLOP/s and memory throughput against M")
-    p.add_argument("--from-json", metavar="RUN", help="judge a saved run again (no GPU)")
+    p.add_argument(
+        "--swapped",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="files timed as the transpose C^T = B^T A^T (kernels that swap the roles)",
+    )
+    p.add_argument(
+        "--from-json",
+        nargs="+",
+        metavar="RUN",
+        help="judge saved runs again, together (no GPU); with --out, write them as one",
+    )
     args = p.parse_args()
     if args.from_json:
-        document = json.loads(Path(args.from_json).read_text())
-        bandwidth = document.get("copy_bandwidth")
-        found = verdicts(document["rows"], bandwidth)
-        print(render(found, summary(found), bandwidth))
+        documents = [json.loads(Path(run).read_text()) for run in args.from_json]
+        # several runs (e.g. one per range of M): every shape's rows come from one run;
+        # the highest copy bandwidth among them makes the strictest memory bound
+        bandwidths = [d["copy_bandwidth"] for d in documents if d.get("copy_bandwidth")]
+        bandwidth = max(bandwidths, default=None)
+        found = verdicts([r for d in documents for r in d["rows"]], bandwidth)
+        totals = summary(found)
+        print(render(found, totals, bandwidth))
+        if args.out:
+            merged = {**documents[0], "rows": [r for d in documents for r in d["rows"]]}
+            merged.update(copy_bandwidth=bandwidth, targets=found, summary=totals)
+            merged["runs"] = [str(run) for run in args.from_json]
+            bench.save_json(merged, Path(args.out))
+            print(f"wrote {args.out}")
         if args.plot:
-            plot(found, Path(args.plot), document.get("device", {}).get("name", ""))
+            plot(found, Path(args.plot), documents[0].get("device", {}).get("name", ""))
         return
     from tiledsl.gpu.runtime import device_info
     from tiledsl.tune.dispatch import read_suite
@@ -261,10 +324,19 @@ def main() -> None:
         sizes = read_suite(Path(args.sizes))
     else:
         sizes = llama_shapes(tuple(args.m) if args.m else TOKENS)
-    files = [Path(f) for f in args.files] or default_files()
+    if args.files or args.swapped:
+        plan = [([Path(f) for f in args.files], sizes, False)] * bool(args.files)
+        plan += [([Path(f) for f in args.swapped], sizes, True)] * bool(args.swapped)
+    else:
+        plan = default_plan(sizes)
     settings = bench.Settings(repeat=args.repeat, warmup=5, data=args.data)
     bandwidth = copy_bandwidth()
-    rows = bench.measure([(f.stem, str(f)) for f in files], sizes, settings)
+    rows = []
+    for files, at, swapped in plan:
+        if swapped:
+            rows += measure_swapped(files, at, settings)
+        else:
+            rows += bench.measure([(f.stem, str(f)) for f in files], at, settings)
     print(bench.table(rows))
     found = verdicts([r.to_json() for r in rows], bandwidth)
     totals = summary(found)

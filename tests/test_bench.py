@@ -490,3 +490,33 @@ def test_shapes_are_the_36_llama_projections_and_judged_on_memory_at_few_tokens(
         picture = tmp_path / "shapes.png"
         shapes.plot(list(found.values()), picture, "a test")
         assert picture.read_bytes().startswith(b"\x89PNG")
+
+
+def test_shapes_times_each_group_of_files_where_it_may_win_and_the_swapped_transposed(
+    monkeypatch,
+) -> None:
+    """bench/shapes.py's default plan: the 64-row tiles up to 256 tokens, the swapped kernel
+    (C^T = B^T A^T) up to 16, the many-token rungs from 128 on; a swapped file's rows are
+    timed at N x M x K and put back at the shape they compute, baselines included."""
+    shapes = _bench_script("shapes", monkeypatch)
+    sizes = shapes.llama_shapes()
+    plan = shapes.default_plan(sizes)
+    assert [len(at) for _, at, _ in plan] == [20, 8, 24]
+    assert [swapped for *_, swapped in plan] == [False, True, False]
+    assert all(s[0] <= 16 for s in plan[1][1])
+    assert plan[2][0] == list(shapes.MANY_TOKENS)
+    timed = []
+
+    def measure(entries, at, settings):
+        timed.extend(at)
+        return [
+            bench.Row("few_tokens_swapped", "tiledsl", "k", entries[0][1], at[0], "f16"),
+            bench.Row("cuBLAS", "cublas", "k", entries[0][1], at[0], "f16"),
+        ]
+
+    monkeypatch.setattr(shapes.bench, "measure", measure)
+    rows = shapes.measure_swapped([Path("s.tile")], [(16, 22016, 4096)], bench.Settings())
+    assert timed == [(22016, 16, 4096)]
+    assert [r.size for r in rows] == [(16, 22016, 4096)] * 2
+    assert rows[0].label == "few_tokens_swapped (C^T)" and rows[1].label == "cuBLAS"
+    assert rows[0].notes == ["timed as C^T = B^T A^T at 22016x16x4096"]

@@ -138,6 +138,26 @@ def test_a_tma_only_kernel_runs_partial_tiles_itself(size) -> None:
     assert_passed(report, kernel)
 
 
+@pytest.mark.parametrize(
+    "name, size",
+    [
+        ("ws", (200, 328, 104)),
+        ("persistent", (136, 264, 72)),
+        ("tma", (200, 328, 104)),
+        ("few_tokens_swapped", (4096, 1, 4096)),  # one token: split-K and guarded C stores
+        ("few_tokens_swapped", (200, 13, 336)),
+    ],
+)
+def test_tma_loads_and_guarded_c_stores_run_partial_tiles_themselves(name, size) -> None:
+    from helpers import ROOT
+
+    compiled = compile_file(ROOT / "examples" / "hopper" / f"{name}.tile")
+    ((kernel, launch),) = zip(compiled.kernels, compiled.launches)
+    report = run_gpu(kernel, compiled.source, launch, size, seed=SEED, repeat=2)
+    assert report.kernel == kernel.name  # TMA zero-fills the loads; C's stores are guarded
+    assert_passed(report, kernel)
+
+
 def test_a_batch_on_the_gpu() -> None:
     from helpers import ROOT
 

@@ -23,10 +23,21 @@ def test_the_swapped_example_is_exact_under_several_interleavings(size) -> None:
     assert stats.partial_sums > 0  # split_k 2: the tiles' second slices handed over
 
 
-@pytest.mark.parametrize("size", ["200x13x333", "128x1x4096", "65x17x64"])
-def test_the_swapped_example_runs_ragged_sizes_on_its_guarded_twin(size, capsys) -> None:
+@pytest.mark.parametrize(
+    "size, runs",
+    [
+        ("128x1x4096", "few_tokens_swapped"),  # one token: TMA's zeros, guarded C stores
+        ("200x13x336", "few_tokens_swapped"),
+        ("200x13x333", "few_tokens_swapped_edge"),  # A's rows 666 bytes: no tensor map
+        ("65x17x64", "few_tokens_swapped_edge"),  # C's columns 130 bytes
+    ],
+)
+def test_the_swapped_example_runs_partial_tiles_itself_and_odd_rows_on_its_twin(
+    size, runs, capsys
+) -> None:
     r = cli(["run", str(SWAPPED), "--size", size], capsys)
     assert r.code == 0 and r.out.rstrip().endswith("PASS"), r.out + r.err
+    assert r.out.startswith(f"{runs}: "), r.out
 
 
 @pytest.mark.parametrize("n", [8, 16, 32, 48])

@@ -272,11 +272,15 @@ hopper_persistent(const __grid_constant__ TensorMap map_A, const __grid_constant
             if (0 < (K + BK - 1) / BK) {
                 if (lane == 0) mbarrier_arrive(&empty[(tl * ((K + BK - 1) / BK) + (K + BK - 1) / BK - 1) % STAGES]);  // the last step's wgmmas have retired
             }
-            // acc[0][0] -> C: each thread's pairs at rows wq*16 + g, + 8, columns n8*8 + t, + 1, rounded to f16 (one 4-byte store)
+            // acc[0][0] -> C: each thread's pairs at rows wq*16 + g, + 8, columns n8*8 + t, + 1, rounded to f16 (one 4-byte store); only elements inside C are written (partial tiles)
             #pragma unroll
             for (int n8 = 0; n8 < 32; ++n8) {
-                *reinterpret_cast<__half2*>(&C[(long long)(bm * BM + wm * MMA_M + wq * 16 + g) * N + (bn * BN + wn * MMA_N + n8 * 8 + t)]) = __floats2half2_rn(acc[0][0][n8 * 4 + 0], acc[0][0][n8 * 4 + 1]);
-                *reinterpret_cast<__half2*>(&C[(long long)(bm * BM + wm * MMA_M + wq * 16 + g + 8) * N + (bn * BN + wn * MMA_N + n8 * 8 + t)]) = __floats2half2_rn(acc[0][0][n8 * 4 + 2], acc[0][0][n8 * 4 + 3]);
+                if (bm * BM + wm * MMA_M + wq * 16 + g < M && bn * BN + wn * MMA_N + n8 * 8 + t < N) {
+                    *reinterpret_cast<__half2*>(&C[(long long)(bm * BM + wm * MMA_M + wq * 16 + g) * N + (bn * BN + wn * MMA_N + n8 * 8 + t)]) = __floats2half2_rn(acc[0][0][n8 * 4 + 0], acc[0][0][n8 * 4 + 1]);
+                }
+                if (bm * BM + wm * MMA_M + wq * 16 + g + 8 < M && bn * BN + wn * MMA_N + n8 * 8 + t < N) {
+                    *reinterpret_cast<__half2*>(&C[(long long)(bm * BM + wm * MMA_M + wq * 16 + g + 8) * N + (bn * BN + wn * MMA_N + n8 * 8 + t)]) = __floats2half2_rn(acc[0][0][n8 * 4 + 2], acc[0][0][n8 * 4 + 3]);
+                }
             }
         }
     }

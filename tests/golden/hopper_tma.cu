@@ -268,14 +268,15 @@ hopper_tma(const __grid_constant__ TensorMap map_A, const __grid_constant__ Tens
         *reinterpret_cast<float2*>(&Cs[warp][wq * 16 + g + 8][n8 * 8 + t]) = make_float2(acc[0][0][n8 * 4 + 2], acc[0][0][n8 * 4 + 3]);
     }
     warpgroup_barrier(1 + warp);  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
-    // copy 64x256 Cs -> C: 4-element vectors, spread over the lanes of each warp
-    #pragma unroll
+    // copy 64x256 Cs -> C, guarded: 4-element vectors over the lanes of each warp; elements outside C (M x N) are not written
+    #pragma unroll 1  // guarded: kept a loop (registers)
     for (int it = 0; it < 32; ++it) {
         const int v = lane + it * WARP_SIZE;
         const int r = v / 64, c = v % 64 * 4;
+        const int gr = bm * BM + wm * MMA_M + r, gc = bn * BN + wn * MMA_N + c;  // in C
         #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            (&C[(long long)(bm * BM + wm * MMA_M + r) * N + (bn * BN + wn * MMA_N + c)])[e] = __float2half((&Cs[warp][r][c])[e]);
+            if (gr < M && gc + e < N) (&C[(long long)(bm * BM + wm * MMA_M + r) * N + (bn * BN + wn * MMA_N + c)])[e] = __float2half((&Cs[warp][r][c])[e]);
         }
     }
 }

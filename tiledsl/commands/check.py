@@ -40,6 +40,7 @@ from ..lowering.edges import (
     fits_block_tile,
     guarded_vectors,
     needs_twin,
+    partial_tiles_how,
     tma_only,
     vector_fallbacks,
 )
@@ -151,8 +152,8 @@ def _edge_lines(kernel: KernelIR, size: tuple[int, int, int] | None) -> list[str
         )
         return [*out, ""]
     runs = (
-        f"sizes whose leading dimensions are whole 16 bytes run {kernel.name} (TMA zero-fills "
-        "partial boxes and clips its stores)"
+        f"sizes whose leading dimensions are whole 16 bytes run {kernel.name} "
+        f"({partial_tiles_how(kernel)})"
         if tma_only(kernel)
         else f"multiples of {block} run {kernel.name} (no bounds checks)"
     )
@@ -172,9 +173,7 @@ def _edge_lines(kernel: KernelIR, size: tuple[int, int, int] | None) -> list[str
         if fits_block_tile(kernel, sizes):
             out.append(f"    at {shown}: {kernel.name}, the fast path")
         elif not needs_twin(kernel, sizes):
-            out.append(
-                f"    at {shown}: {kernel.name}, its partial tiles filled and clipped by TMA"
-            )
+            out.append(f"    at {shown}: {kernel.name}, its partial tiles run by the kernel itself")
         else:
             out.append(f"    at {shown}: {twin.name}")
             for note in vector_fallbacks(twin, sizes) or ["every copy keeps its vectors"]:

@@ -261,7 +261,7 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
         case StoreFrag() if s.cols is not None:
             return _window_store(emitter, k, s)
         case StoreFrag():
-            return _accumulator(emitter, k, s.dst, s.frag, load=False)
+            return _accumulator(emitter, k, s.dst, s.frag, load=False, guard=s.guard)
         case Barrier(scope="warp"):
             # the IR's warp is a warpgroup: its named barrier (1 + warp), its 128 threads
             return [f"warpgroup_barrier(1 + warp);  // {s.reason}"]
@@ -288,23 +288,46 @@ def _buffer_of(k: KernelIR, ref: FragRef) -> str:
     return (k.gemm.a if role == "matrix_a" else k.gemm.b).name + "s"
 
 
-def _accumulator(emitter, k: KernelIR, tile, ref: FragRef, load: bool) -> list[str]:
+def _accumulator(
+    emitter, k: KernelIR, tile, ref: FragRef, load: bool, guard: bool = False
+) -> list[str]:
     """An accumulator to or from a tile, thread by thread (see the module's text): per 8
-    columns n8, pairs at rows wq*16 + g and + 8 (`ptx_mma.float_pairs`)."""
+    columns n8, pairs at rows wq*16 + g and + 8 (`ptx_mma.float_pairs`). A guarded store
+    writes only what lies inside C."""
     if not load and emitter.dtype_of(k, tile) in _PAIRS:
-        return _converted_store(emitter, k, tile, ref)
-    pairs = [
-        (row, "n8 * 8 + t", f"{ref}[n8 * 4 + {2 * h}]", f"{ref}[n8 * 4 + {2 * h + 1}]")
-        for h, row in enumerate(("wq * 16 + g", "wq * 16 + g + 8"))
-    ]
-    return [
+        return _converted_store(emitter, k, tile, ref, guard)
+    out = [
         f"// {ref} {'<-' if load else '->'} {emitter.tile_name(tile)}: each thread's pairs at rows "
-        "wq*16 + g, + 8, columns n8*8 + t, + 1",
+        "wq*16 + g, + 8, columns n8*8 + t, + 1" + _GUARD_NOTE * guard,
         "#pragma unroll",
         f"for (int n8 = 0; n8 < {k.schedule.mma[1] // 8}; ++n8) {{",
-        *("    " + line for line in float_pairs(emitter, k, tile, pairs, load)),
-        "}",
     ]
+    for h, row in enumerate(("wq * 16 + g", "wq * 16 + g + 8")):
+        pair = [(row, "n8 * 8 + t", f"{ref}[n8 * 4 + {2 * h}]", f"{ref}[n8 * 4 + {2 * h + 1}]")]
+        lines = float_pairs(emitter, k, tile, pair, load)
+        if not guard:
+            out += ["    " + line for line in lines]
+        elif emitter.layout_of(k, tile) == "row":  # a pair along the row: one test
+            out += _inside_c(emitter, k, tile, row, "n8 * 8 + t", lines)
+        else:  # column-major: the pair's elements a column apart, each tested
+            for line, col in zip(lines, ("n8 * 8 + t", "n8 * 8 + t + 1"), strict=True):
+                out += _inside_c(emitter, k, tile, row, col, [line])
+    return out + ["}"]
+
+
+#: How a guarded store of C says what it skips.
+_GUARD_NOTE = "; only elements inside C are written (partial tiles)"
+
+
+def _inside_c(emitter, k: KernelIR, tile, row: str, col: str, lines: list[str]) -> list[str]:
+    """`lines` (one thread's store at element (row, col) of a tile of C, and the element
+    beside it along a row-major row), run only where that element lies inside C. A pair
+    needs one test: the guarded kernel runs only sizes whose leading dimensions are whole
+    16 bytes (`tiledsl.lowering.edges.needs_twin`), so a row-major C's N is even and a
+    pair starting inside C ends inside it."""
+    gr, gc = emitter.global_rc(tile, row, col)
+    m, n = emitter.expr(k.gemm.m), emitter.expr(k.gemm.n)
+    return [f"    if ({gr} < {m} && {gc} < {n}) {{", *("        " + x for x in lines), "    }"]
 
 
 #: 16-bit C types a thread's float pair is stored as: (the pair type, its conversion)
@@ -413,17 +436,22 @@ def _window_store(emitter, k: KernelIR, s) -> list[str]:
 _PACK = {"f16": "pack_f16x2", "bf16": "pack_bf16x2"}
 
 
-def _converted_store(emitter, k: KernelIR, tile, ref: FragRef) -> list[str]:
+def _converted_store(emitter, k: KernelIR, tile, ref: FragRef, guard: bool) -> list[str]:
     """f32 accumulators into a 16-bit C (warp specialization's consumers): each pair
     rounded once and stored as one 4-byte word along a row-major C's row; into a
     column-major C the pair's two elements lie a column apart, so each is rounded and
-    stored on its own."""
+    stored on its own. A guarded store writes only what lies inside C."""
     dtype = emitter.dtype_of(k, tile)
     pair, convert = _PAIRS[dtype]
+    note = _GUARD_NOTE * guard
+
+    def stored(row: str, col: str, lines: list[str]) -> list[str]:
+        return _inside_c(emitter, k, tile, row, col, lines) if guard else ["    " + lines[0]]
+
     if emitter.layout_of(k, tile) != "row":
         out = [
             f"// {ref} -> {emitter.tile_name(tile)} (column-major): each thread's elements at "
-            f"rows wq*16 + g, + 8, columns n8*8 + t, + 1, rounded to {dtype} one by one",
+            f"rows wq*16 + g, + 8, columns n8*8 + t, + 1, rounded to {dtype} one by one{note}",
             "#pragma unroll",
             f"for (int n8 = 0; n8 < {k.schedule.mma[1] // 8}; ++n8) {{",
         ]
@@ -431,18 +459,19 @@ def _converted_store(emitter, k: KernelIR, tile, ref: FragRef) -> list[str]:
             for e, col in enumerate(("n8 * 8 + t", "n8 * 8 + t + 1")):
                 at = emitter.element(k, tile, row, col)
                 value = emitter.converted(f"{ref}[n8 * 4 + {2 * h + e}]", "f32", dtype)
-                out.append(f"    {at} = {value};")
+                out += stored(row, col, [f"{at} = {value};"])
         return out + ["}"]
     out = [
         f"// {ref} -> {emitter.tile_name(tile)}: each thread's pairs at rows wq*16 + g, + 8, "
-        f"columns n8*8 + t, + 1, rounded to {emitter.dtype_of(k, tile)} (one 4-byte store)",
+        f"columns n8*8 + t, + 1, rounded to {emitter.dtype_of(k, tile)} (one 4-byte store)" + note,
         "#pragma unroll",
         f"for (int n8 = 0; n8 < {k.schedule.mma[1] // 8}; ++n8) {{",
     ]
     for h, row in enumerate(("wq * 16 + g", "wq * 16 + g + 8")):
         at = emitter.element(k, tile, row, "n8 * 8 + t")
-        out.append(
-            f"    *reinterpret_cast<{pair}*>(&{at}) = {convert}({ref}[n8 * 4 + {2 * h}], "
+        line = (
+            f"*reinterpret_cast<{pair}*>(&{at}) = {convert}({ref}[n8 * 4 + {2 * h}], "
             f"{ref}[n8 * 4 + {2 * h + 1}]);"
         )
+        out += stored(row, "n8 * 8 + t", [line])
     return out + ["}"]

@@ -166,7 +166,12 @@ def _check_lane_pointers(memory: Memory, tile: Tile, stmt, size: int, base: int)
         rows, cols = np.arange(tile.rows), np.arange(0, tile.cols, step)
     else:
         rows, cols = np.arange(0, tile.rows, step), np.arange(tile.cols)
-    _, flat, _ = memory.locate(tile, rows.reshape(-1, 1), cols.reshape(1, -1), stmt_text(stmt))
+    inside: list | None = [] if getattr(stmt, "guard", False) else None  # C's partial tiles
+    _, flat, _ = memory.locate(
+        tile, rows.reshape(-1, 1), cols.reshape(1, -1), stmt_text(stmt), inside
+    )
+    if inside:
+        flat = flat[np.broadcast_to(inside[0], flat.shape)]  # only what is stored is checked
     if ((base + flat * size) % width).any():
         raise InterpreterError(
             f"`{stmt_text(stmt)}`: mma.sync needs each lane's {width}-byte access aligned"

@@ -975,7 +975,12 @@ class _Interpreter:
         return data[flat]
 
     def _write_tile(self, ag: _Agent, tile: Tile, values, stmt) -> None:
-        data, flat, units, issuers = ag.memory.warp_tile(tile, stmt_text(stmt))
+        inside: list | None = [] if getattr(stmt, "guard", False) else None
+        data, flat, units, issuers = ag.memory.warp_tile(tile, stmt_text(stmt), inside)
+        if inside:  # a guarded store into C: elements outside C are not written
+            values = np.broadcast_to(values, flat.shape)
+            data[flat[inside[0]]] = encode(values[inside[0]], ag.memory.dtype(tile))
+            return
         if units is not None:
             self._not_in_flight(ag, units, stmt)
             self._not_being_read(ag, units, stmt)

@@ -95,13 +95,16 @@ class Memory:
             return self._locate_shared(tile, r, c, rows, what)
         return self._locate_global(tile, r, c, rows, what, inside)
 
-    def warp_tile(self, tile: Tile, what: str):
+    def warp_tile(self, tile: Tile, what: str, inside: list | None = None):
         """`locate` of the whole tile for a warp-collective op: (data, flat, units, issuers),
         broadcast over the warps; the issuer is the whole warp (ids after the thread ids,
-        since the lane mapping of fragment ops is unspecified)."""
+        since the lane mapping of fragment ops is unspecified). With `inside` (a guarded
+        store into C), `inside[0]` gets the in-bounds mask, broadcast like `flat`."""
         rows, cols = np.arange(tile.rows)[:, None], np.arange(tile.cols)[None, :]
-        data, flat, units = self.locate(tile, rows, cols, what)
+        data, flat, units = self.locate(tile, rows, cols, what, inside)
         flat = np.broadcast_to(flat, (self.warps, tile.rows, tile.cols))
+        if inside:
+            inside[0] = np.broadcast_to(inside[0], flat.shape)
         if units is None:
             return data, flat, None, None
         units = np.broadcast_to(units, (self.warps, *units.shape[1:]))

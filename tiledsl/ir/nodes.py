@@ -7,7 +7,8 @@
               | Fill(frag, value)
               | LoadFrag(frag, src: Tile)           warp-collective
               | Mma(acc, a, b)                      warp-collective: acc += a * b
-              | StoreFrag(dst: Tile, frag, cols)    warp-collective (cols: a column window)
+              | StoreFrag(dst: Tile, frag, cols, guard)
+                                                    warp-collective (cols: a column window)
               | Barrier(scope: block|warp|cluster|consumers, reason)
               | If(lhs op rhs, then, orelse)         a block-uniform condition (op: < or ==)
               | AsyncCommit()                       close a group of async copies (cp.async)
@@ -288,11 +289,14 @@ class Mma:
 @dataclass(frozen=True)
 class StoreFrag:
     """A fragment into a tile; with `cols` = (first, width) only that window of the
-    fragment's columns (the tile is `width` wide): C staged a piece at a time."""
+    fragment's columns (the tile is `width` wide): C staged a piece at a time. A guarded
+    store into C writes only its elements inside C: the partial tiles of a kernel whose
+    loads are TMA's (tiledsl.lowering.edges.guard_c_stores)."""
 
     dst: Tile
     frag: FragRef
     cols: tuple[Expr, int] | None = None
+    guard: bool = False
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,8 @@ def stmt_text(stmt) -> str:
                 f"[{_e(first)}, {_e(first)} + {width})"
             )
         case StoreFrag():
-            return f"store_frag {tile_text(stmt.dst)} <- {stmt.frag}"
+            guard = ", guarded" if stmt.guard else ""
+            return f"store_frag {tile_text(stmt.dst)} <- {stmt.frag}{guard}"
         case Barrier():
             return f"barrier.{stmt.scope}  # {stmt.reason}"
         case If():

@@ -172,6 +172,8 @@ def verify(kernel: KernelIR, after: str = "lower") -> None:
                         )
                     if isinstance(stmt, StoreFrag):
                         check_frag(stmt.frag, "accumulator")
+                        if stmt.guard and not isinstance(tile, GlobalTile):
+                            problem("a guarded fragment store writes shared memory (only C's are)")
                     elif f is not None:
                         check_frag(stmt.frag, f.role)
                 case Mma():

@@ -21,10 +21,12 @@ whole vectors where a vector lies inside the operand and the operand's leading
 dimension keeps it aligned; elsewhere it moves single elements
 (`vector_fallbacks` says which operands need that for a given size).
 
-A kernel whose every global access is a TMA copy (`copy tma` with `epilogue_via tma`)
-runs partial tiles itself: TMA fills the elements of a box outside the operand with
-zeros and a TMA store skips them. It needs its twin only where a tensor map cannot be
-made: a leading dimension that is not a whole 16 bytes (`tma_strides_aligned`).
+A kernel whose every load is a TMA copy (`copy tma`) runs partial tiles itself: TMA
+fills the elements of a box outside the operand with zeros, a TMA store of C
+(`epilogue_via tma`) skips them, and a store of C straight from registers is guarded
+element by element (`guard_c_stores`: a compare per element of the epilogue, nothing in
+the K loop). It needs its twin only where a tensor map cannot be made: a leading
+dimension that is not a whole 16 bytes (`tma_strides_aligned`).
 
 Schedules whose fragments read global memory directly (`stages 0`) have no twin:
 WMMA cannot guard a fragment load, so they run multiples of the block tile only.
@@ -45,11 +47,11 @@ from ..ir.nodes import (
     KernelIR,
     LoadFrag,
     StoreFrag,
+    TmaLoad,
     TmaStore,
     fragment_tile,
     global_side,
     map_body,
-    tiles_of,
     walk,
 )
 
@@ -146,16 +148,49 @@ def vector_fallbacks(kernel: KernelIR, sizes: dict[str, int]) -> list[str]:
     return out
 
 
-def tma_only(kernel: KernelIR) -> bool:
-    """Whether the kernel touches global memory through TMA copies only (loads and C's
-    store): then partial tiles are the TMA unit's to fill and to clip."""
+def _reads_global(stmt) -> bool:
+    """A copy or fragment load that reads global memory itself (not through TMA)."""
+    return isinstance(stmt, (Copy, LoadFrag)) and isinstance(stmt.src, GlobalTile)
+
+
+def _stores_c_directly(stmt) -> bool:
+    """A copy or fragment store that writes global memory itself (not through TMA)."""
+    return isinstance(stmt, (Copy, StoreFrag)) and isinstance(stmt.dst, GlobalTile)
+
+
+def guard_c_stores(kernel: KernelIR) -> KernelIR:
+    """A kernel whose every load is a TMA copy stores C only inside C (its fragment stores
+    or staged copies into C, guarded element by element), so that TMA's zero-filled boxes
+    and these stores run its partial tiles without the twin. Other kernels are returned
+    unchanged: their loads need the twin's guards anyway."""
     stmts = list(walk(kernel.body))
-    direct = any(
-        isinstance(s, (Copy, LoadFrag, StoreFrag))
-        and any(isinstance(t, GlobalTile) for t in tiles_of(s))
-        for s in stmts
-    )
-    return not direct and any(isinstance(s, TmaStore) for s in stmts)
+    if any(_reads_global(s) for s in stmts) or not any(isinstance(s, TmaLoad) for s in stmts):
+        return kernel
+
+    def guard(stmt):
+        return replace(stmt, guard=True) if _stores_c_directly(stmt) else stmt
+
+    return replace(kernel, body=map_body(kernel.body, guard))
+
+
+def tma_only(kernel: KernelIR) -> bool:
+    """Whether the kernel runs partial tiles itself: every load is a TMA copy (zero-filled
+    outside the operand) and C leaves through a TMA store (which clips) or through
+    guarded stores from registers (`guard_c_stores`)."""
+    stmts = list(walk(kernel.body))
+    if any(_reads_global(s) for s in stmts) or not any(isinstance(s, TmaLoad) for s in stmts):
+        return False
+    direct = [s for s in stmts if _stores_c_directly(s)]
+    if direct:
+        return all(s.guard for s in direct)
+    return any(isinstance(s, TmaStore) for s in stmts)
+
+
+def partial_tiles_how(kernel: KernelIR) -> str:
+    """How a `tma_only` kernel runs partial tiles (the words of `tiledsl check`)."""
+    if any(isinstance(s, TmaStore) for s in walk(kernel.body)):
+        return "TMA zero-fills partial boxes and clips its stores"
+    return "TMA zero-fills partial boxes; C's stores are guarded element by element"
 
 
 def tma_strides_aligned(kernel: KernelIR, sizes: dict[str, int]) -> bool:

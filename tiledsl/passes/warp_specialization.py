@@ -156,6 +156,7 @@ from ..ir.nodes import (
     tile_loads,
     walk,
 )
+from ..lowering.edges import guard_c_stores
 from ..models import mbarrier_hazards
 from ..models.registers import role_registers
 
@@ -238,7 +239,8 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
     )
     # The pipeline's block barriers are gone: the handoffs order the roles' accesses, and
     # the proof says so (or refuses the kernel), with what each handoff statement prevents.
-    return mbarrier_hazards.proven(specialized)
+    # TMA loads zero-fill partial tiles; C's stores from registers are guarded for them
+    return mbarrier_hazards.proven(guard_c_stores(specialized))
 
 
 def _multicast_part(kernel: KernelIR, load: TmaLoad) -> TmaLoad:
