@@ -17,8 +17,9 @@ a file of several kernels with a dispatch table beside it (`tiledsl tune --sizes
 the kernel its table picks, as `tiledsl.load` would call it. Every row is checked by the
 exact and the statistical oracle before its time counts; cuBLAS (cupy.matmul) and Triton
 (tl.dot) are timed in the same process on the same inputs, and each shape is judged
-against their fastest time of the run. A `--swapped` file computes the transpose, C^T = B^T A^T, so it is timed at N x M x K and its
-rows (with their cuBLAS and Triton rows) are put back at M x N x K.
+against their fastest time of the run. A `--swapped` file computes the transpose,
+C^T = B^T A^T, so it is timed at N x M x K and its rows (with their cuBLAS and Triton
+rows) are put back at M x N x K.
 
 The memory bound of a shape is the bytes of A, B and C over the device-to-device copy
 bandwidth measured in the same run (a copy of COPY_BYTES, read and written: 2 x COPY_BYTES
