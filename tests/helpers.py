@@ -114,3 +114,22 @@ def interpret_exact(kernel, m: int, n: int, k: int, data_seed: int = 0, **option
     stats = interpret(kernel, arrays, {"M": m, "N": n, "K": k}, **options)
     out = from_storage(g.c, arrays[g.c.name], (m, n))
     return check_exact(g, inputs, out, kernel.schedule.block[:2], ep), stats
+
+
+def tune_file_in(tmp_path, text: str, path, size, timer_factory, **options) -> int:
+    """`tiledsl.tune.search.tune_file` on `text` (written at `path`) at `size`: no budget,
+    one job, its record (record.jsonl) and best point (best.tile) in `tmp_path`; `options`
+    override any of those."""
+    from tiledsl.tune import search
+
+    settings = dict(
+        size=size,
+        budget=None,
+        kernel=None,
+        record=tmp_path / "record.jsonl",
+        output=tmp_path / "best.tile",
+        jobs=1,
+        dry_run=False,
+        timer_factory=timer_factory,
+    )
+    return search.tune_file(text, str(path), **{**settings, **options})

@@ -54,25 +54,12 @@ SPACE = ("block {64, 128} x 64 x 32", "stages {1, 2}", "pad none", "swizzle none
 def tune_space(tmp_path, timer_factory) -> int:
     """tune_file of a 4-point space (written as tmp_path/space.tile) at 256 x 128 x 64, its
     record (record.jsonl) and best point (best.tile) in `tmp_path`."""
-    from helpers import kernel_text
-
-    from tiledsl.tune import search as tune
+    from helpers import kernel_text, tune_file_in
 
     text = kernel_text(*SPACE)
     space = tmp_path / "space.tile"
     space.write_text(text)
-    return tune.tune_file(
-        text,
-        str(space),
-        size=(256, 128, 64),
-        budget=None,
-        kernel=None,
-        record=tmp_path / "record.jsonl",
-        output=tmp_path / "best.tile",
-        jobs=1,
-        dry_run=False,
-        timer_factory=timer_factory,
-    )
+    return tune_file_in(tmp_path, text, space, (256, 128, 64), timer_factory)
 
 
 def test_a_multi_gpu_tune_survives_a_dead_worker_and_a_rerun_resumes(tmp_path, monkeypatch) -> None:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, cli, kernel_text, line_of
+from helpers import ROOT, cli, kernel_text, line_of, tune_file_in
 
 from tiledsl.driver import compile_program, compile_source
 from tiledsl.errors import TileError
@@ -74,17 +74,7 @@ class FakeTimer:
 def run(tmp_path: Path, timer=None, text: str = TEXT, **options) -> int:
     """`tune_file` on `text` with the fake GPU, record and best file in tmp_path."""
     path = write(tmp_path, text)
-    settings = dict(
-        size=SIZE,
-        budget=None,
-        kernel=None,
-        record=tmp_path / "record.jsonl",
-        output=tmp_path / "best.tile",
-        jobs=1,
-        dry_run=False,
-        timer_factory=lambda: timer,
-    )
-    return tune.tune_file(text, str(path), **{**settings, **options})
+    return tune_file_in(tmp_path, text, path, SIZE, lambda: timer, **options)
 
 
 # ---------------------------------------------------------------- expansion

@@ -148,9 +148,11 @@ def vector_fallbacks(kernel: KernelIR, sizes: dict[str, int]) -> list[str]:
     return out
 
 
-def _reads_global(stmt) -> bool:
-    """A copy or fragment load that reads global memory itself (not through TMA)."""
-    return isinstance(stmt, (Copy, LoadFrag)) and isinstance(stmt.src, GlobalTile)
+def _loads_by_tma(stmts: list) -> bool:
+    """Whether every load among `stmts` is a TMA copy: some are, and no copy or fragment
+    load reads global memory itself."""
+    direct = any(isinstance(s, (Copy, LoadFrag)) and isinstance(s.src, GlobalTile) for s in stmts)
+    return not direct and any(isinstance(s, TmaLoad) for s in stmts)
 
 
 def _stores_c_directly(stmt) -> bool:
@@ -164,7 +166,7 @@ def guard_c_stores(kernel: KernelIR) -> KernelIR:
     and these stores run its partial tiles without the twin. Other kernels are returned
     unchanged: their loads need the twin's guards anyway."""
     stmts = list(walk(kernel.body))
-    if any(_reads_global(s) for s in stmts) or not any(isinstance(s, TmaLoad) for s in stmts):
+    if not _loads_by_tma(stmts):
         return kernel
 
     def guard(stmt):
@@ -178,7 +180,7 @@ def tma_only(kernel: KernelIR) -> bool:
     outside the operand) and C leaves through a TMA store (which clips) or through
     guarded stores from registers (`guard_c_stores`)."""
     stmts = list(walk(kernel.body))
-    if any(_reads_global(s) for s in stmts) or not any(isinstance(s, TmaLoad) for s in stmts):
+    if not _loads_by_tma(stmts):
         return False
     direct = [s for s in stmts if _stores_c_directly(s)]
     if direct:
