@@ -477,7 +477,7 @@ def test_tune_on_the_gpu(tmp_path: Path, capsys) -> None:
 def test_a_set_of_wgmma_shapes_pairs_each_block_with_the_instructions_that_fill_it() -> None:
     text = (ROOT / "examples" / "spaces" / "small_m_space.tile").read_text()
     points = expand(parse(text, "small_m_space.tile"))
-    assert len(points) == 4 * 4 * 3 * 3
+    assert len(points) == 4 * 4 * 2 * 3
     assert points[0].label == "block 64 x 64 x 64, mma m64n64k16, stages 5, persistent"
     assert points[1].label.endswith("stages 5, persistent stream_k")
     assert points[2].label.endswith("stages 5, persistent split_k 2")
