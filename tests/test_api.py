@@ -406,3 +406,46 @@ def test_main_tile_on_torch_takes_this_gpus_kernel(size) -> None:
     assert c.dtype == torch.float16 and c.shape == (m, n)
     expected = exact(a) @ exact(b)
     assert np.array_equal(exact(c.cpu().numpy()), expected.astype(np.float16).astype(np.float64))
+
+
+# ---------------------------------------------------------------- the tuned files
+
+TUNED_WITH_TABLES = sorted(
+    p for p in (EXAMPLES / "tuned").glob("*.tile") if p.with_suffix(".dispatch.json").exists()
+)
+
+
+@pytest.mark.parametrize("path", TUNED_WITH_TABLES, ids=lambda p: p.name)
+def test_every_tuned_shape_takes_the_kernel_its_table_names(path) -> None:
+    import json
+
+    k = tiledsl.load(path)
+    entries = json.loads(path.with_suffix(".dispatch.json").read_text())["entries"]
+    assert entries and k.table is not None
+    for entry in entries:
+        choice = k.choose(*entry["size"])
+        assert choice.kernel.name == entry["kernel"], (entry, choice.why)
+
+
+@pytest.mark.parametrize(
+    "name, size, order",
+    [
+        ("small_m", (64, 4096, 512), "C"),  # a tuned N, its table's nearest shape
+        ("small_m", (100, 1000, 264), "C"),  # partial tiles, run by the kernel itself
+        ("few_tokens_swapped", (4096, 1, 512), "F"),  # one token: B and C K- and M-contiguous
+        ("few_tokens_swapped", (4096, 16, 512), "F"),
+    ],
+)
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU visible to CuPy")
+def test_the_tuned_few_token_kernels_called_as_a_user_calls_them(name, size, order) -> None:
+    import cupy
+
+    kernel = tiledsl.load(EXAMPLES / "tuned" / f"{name}.tuned.tile")
+    m, n, k = size
+    rng = np.random.default_rng(11)
+    a, b = ints(rng, (m, k)), ints(rng, (k, n), order=order)
+    out = cupy.zeros((m, n), dtype=cupy.float16, order=order)
+    kernel(cupy.asarray(a), cupy.asarray(b, order=order), out=out)
+    # |sum| <= 4 K = 2048 at K = 512: every integer exact in f16
+    assert np.array_equal(exact(out.get()), exact(a) @ exact(b))
