@@ -1,7 +1,9 @@
 """Partial tiles without the twin for every kernel whose loads are TMA's: TMA zero-fills a
 box past the operand, and C's stores from registers (or staged copies into C) are
-guarded element by element (tiledsl.lowering.edges.guard_c_stores). Sizes whose leading
-dimensions are not whole 16 bytes still take the twin (no tensor map)."""
+guarded element by element (tiledsl.lowering.edges.guard_c_stores). Such a kernel has no
+twin at all: operands whose lines are not whole 16 bytes are staged by the launcher
+(tiledsl.gpu.staging), and a pair of C's elements is stored as one word only where C's
+leading dimension is even."""
 
 from __future__ import annotations
 
@@ -37,8 +39,8 @@ def test_a_kernel_with_tma_loads_guards_its_c_stores_and_runs_partial_tiles(name
     stores = _c_stores(k)
     assert stores and all(s.guard for s in stores)
     assert tma_only(k)
-    # its cp.async twin guards its own copies, and still runs the misaligned rows
-    assert not tma_only(k.edge)
+    # it runs every size itself: no twin
+    assert k.edge is None
 
 
 def test_a_kernel_whose_loads_are_cp_async_keeps_its_stores_unguarded() -> None:
@@ -77,7 +79,7 @@ def test_the_guard_is_what_keeps_a_partial_tile_inside_c() -> None:
 
 def test_the_source_tests_each_element_against_m_and_n() -> None:
     source = compile_file(HOPPER / "few_tokens_swapped.tile").source
-    kernel = source.split("// The guarded twin")[0]
+    kernel = source
     assert "only elements inside C are written (partial tiles)" in kernel
     first = "bm * BM + wm * MMA_M + wq * 16 + g < M && bn * BN + wn * MMA_N + n8 * 8 + t < N"
     assert f"if ({first})" in kernel
@@ -87,6 +89,17 @@ def test_check_says_the_kernel_runs_one_token_itself(capsys) -> None:
     r = cli(["check", str(HOPPER / "few_tokens_swapped.tile"), "--size", "4096x1x4096"], capsys)
     assert r.code == 0, r.err
     assert "C's stores are guarded element by element" in r.out
-    assert "at 4096x1x4096: few_tokens_swapped, its partial tiles run by the kernel itself" in (
+    assert "every size runs few_tokens_swapped" in r.out
+    assert "at 4096x1x4096: few_tokens_swapped, partial tiles at the edges; nothing staged" in (
         r.out
     )
+
+
+def test_check_names_what_an_odd_leading_dimension_stages(capsys) -> None:
+    r = cli(["check", str(HOPPER / "few_tokens_swapped.tile"), "--size", "4095x7x4099"], capsys)
+    assert r.code == 0, r.err
+    # A (row-major 4095 x 4099) and B (7 x 4099 in its column-major layout) have lines of
+    # 4099 f16 = 8198 bytes; C (column-major, M = 4095 elements per column) 8190 bytes
+    assert "A: lines of 8198 bytes, not a multiple of 16: staged in lines of 8320 bytes" in r.out
+    assert "B: lines of 8198 bytes" in r.out
+    assert "C: lines of" not in r.out  # C leaves from the registers: nothing to stage

@@ -161,6 +161,7 @@ def test_launch_to_json_says_how_to_build_the_maps_and_the_grid() -> None:
             "swizzle": "128B",
             "oob_fill": "zero",
             "element_strides": [1, 1],
+            "stored": False,
         },
         {
             "param": "map_B",
@@ -172,11 +173,13 @@ def test_launch_to_json_says_how_to_build_the_maps_and_the_grid() -> None:
             "swizzle": "128B",
             "oob_fill": "zero",
             "element_strides": [1, 1],
+            "stored": False,
         },
     ]
     tiles = "(M + 127) / 128 * ((N + 127) / 128)"
     assert got["grid"]["x"] == tiles
     assert got["persistent"] == {"grid_x": f"min(multiprocessor count, {tiles})"}
+    assert "padded to the next multiple of 128 bytes" in got["staging"]
     json.dumps(got)  # plain JSON
     plain = hand_built(persistent=False)
     plain = replace(plain, tensor_maps=(), args=plain.args[2:])

@@ -13,6 +13,7 @@ from helpers import ROOT, interpret_exact, kernel_text, line_of
 from tiledsl.driver import compile_source, lower_file
 from tiledsl.emit.launch import launch_of
 from tiledsl.errors import TileError
+from tiledsl.gpu.staging import plan
 from tiledsl.interp.interpreter import InterpreterError, RaceError
 from tiledsl.ir.nodes import (
     Barrier,
@@ -123,13 +124,14 @@ def test_the_consumers_hand_each_piece_over_and_drain_before_the_exit() -> None:
     # and after the tile loop, the drain
     piece = ["TmaStoreWait", "Barrier", "StoreFrag", "ProxyFence", "Barrier", "TmaStore"]
     assert kinds == [*piece, "TmaStoreWait"]
-    assert tma_only(k) and not tma_only(k.edge)
+    assert tma_only(k) and k.edge is None
 
 
 def test_the_source_stores_by_stmatrix_and_tma_and_the_launch_lists_c_s_map() -> None:
     (k,) = lower_file(ROOT / "examples" / "hopper" / "epilogue.tile")
     compiled = compile_source((ROOT / "examples" / "hopper" / "epilogue.tile").read_text())
-    source = compiled.source.split("// The guarded twin")[0]
+    source = compiled.source
+    assert "// The guarded twin" not in source
     assert "stmatrix_x4(&Cs[warp]" in source and "tma_store_2d(&map_C" in source
     assert "const __grid_constant__ TensorMap map_C" in source
     assert "if (lane == 0) tma_store_wait_read();" in source
@@ -140,19 +142,31 @@ def test_the_source_stores_by_stmatrix_and_tma_and_the_launch_lists_c_s_map() ->
         ("B", [64, 64]),
         ("C", [64, 64]),
     ]
-    assert launch["edge"]["when"].startswith("a leading dimension of A, B or C")
+    assert "edge" not in launch and "staging" in launch
+    assert [m["stored"] for m in launch["tensor_maps"]] == [False, False, True]
 
 
-def test_tma_runs_partial_tiles_and_the_twin_only_misaligned_strides() -> None:
+def test_tma_runs_every_size_and_stages_the_lines_it_cannot_address() -> None:
     k = kernel("persistent")
-    assert not needs_twin(k, {"M": 200, "N": 328, "K": 104})  # rows of 16-byte multiples
-    assert needs_twin(k, {"M": 200, "N": 300, "K": 104})  # 600 bytes: no tensor map
-    assert needs_twin(k, {"M": 1, "N": 1, "K": 1})
-    assert variant(k, None, (4095, 4097, 4099))[0] is k.edge
+    for size in ((200, 328, 104), (200, 300, 104), (1, 1, 1), (4095, 4097, 4099)):
+        assert not needs_twin(k, dict(zip("MNK", size)))
+        assert variant(k, None, size)[0] is k
+    launch = launch_of(k)
+    assert plan(launch, {"M": 200, "N": 328, "K": 104}) == ()  # 208- and 656-byte lines
+    b, c = plan(launch, {"M": 200, "N": 300, "K": 104})  # B's and C's 600-byte lines
+    # the copies' lines start on 128 bytes (whole lines for TMA's box rows)
+    assert (b.operand, b.lines, b.line_bytes, b.pitch, b.back) == ("B", 104, 600, 640, False)
+    assert (c.operand, c.lines, c.line_bytes, c.pitch, c.back) == ("C", 200, 600, 640, True)
+    a, b, c = plan(launch_of(kernel("epilogue")), {"M": 4095, "N": 4097, "K": 4099})
+    assert [(s.operand, s.lines, s.line_bytes, s.pitch, s.back) for s in (a, b, c)] == [
+        ("A", 4095, 8198, 8320, False),
+        ("B", 4099, 8194, 8320, False),
+        ("C", 4095, 8194, 8320, True),  # a TMA store: written to the copy, copied back
+    ]
     direct = compile_source(text(*(d for d in HOPPER if d != "epilogue_via tma"))).kernels[0]
-    # C stored from registers, guarded element by element: partial tiles without the twin
-    assert not needs_twin(direct, {"M": 200, "N": 328, "K": 104})
-    assert needs_twin(direct, {"M": 200, "N": 300, "K": 104})
+    # C stored from registers, guarded element by element: nothing of C to stage
+    assert not needs_twin(direct, {"M": 200, "N": 300, "K": 104})
+    assert [s.operand for s in plan(launch_of(direct), {"M": 5, "N": 3, "K": 7})] == ["A", "B"]
 
 
 # ---------------------------------------------------------------- the interpreter

@@ -5,25 +5,6 @@
 
 using namespace nvcuda;
 
-// cp.async helpers: .cg (L2 only) for 16-byte copies, .ca for 4 and 8 bytes.
-template <int BYTES>
-__device__ __forceinline__ void cp_async(void* smem, const void* gmem) {
-    const unsigned int dst = static_cast<unsigned int>(__cvta_generic_to_shared(smem));
-    if constexpr (BYTES == 16) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(dst), "l"(gmem));
-    } else {
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n"
-                     :: "r"(dst), "l"(gmem), "n"(BYTES));
-    }
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int PENDING>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING));
-}
-
 // pad xor: element `pos` of a line is stored in its 16-byte chunk XORed with the line's
 // key, so 8 consecutive lines hold the same chunk in 8 different bank groups.
 template <int CHUNK, int GROUPS, int REPEAT>
@@ -276,189 +257,22 @@ hopper_persistent(const __grid_constant__ TensorMap map_A, const __grid_constant
             #pragma unroll
             for (int n8 = 0; n8 < 32; ++n8) {
                 if (bm * BM + wm * MMA_M + wq * 16 + g < M && bn * BN + wn * MMA_N + n8 * 8 + t < N) {
-                    *reinterpret_cast<__half2*>(&C[(long long)(bm * BM + wm * MMA_M + wq * 16 + g) * N + (bn * BN + wn * MMA_N + n8 * 8 + t)]) = __floats2half2_rn(acc[0][0][n8 * 4 + 0], acc[0][0][n8 * 4 + 1]);
+                    if (N % 2 == 0) {  // the pair is one aligned word
+                        *reinterpret_cast<__half2*>(&C[(long long)(bm * BM + wm * MMA_M + wq * 16 + g) * N + (bn * BN + wn * MMA_N + n8 * 8 + t)]) = __floats2half2_rn(acc[0][0][n8 * 4 + 0], acc[0][0][n8 * 4 + 1]);
+                    } else {  // an odd leading dimension: the elements one by one
+                        C[(long long)(bm * BM + wm * MMA_M + wq * 16 + g) * N + (bn * BN + wn * MMA_N + n8 * 8 + t)] = __float2half(acc[0][0][n8 * 4 + 0]);
+                        if (bn * BN + wn * MMA_N + n8 * 8 + t + 1 < N) C[(long long)(bm * BM + wm * MMA_M + wq * 16 + g) * N + (bn * BN + wn * MMA_N + n8 * 8 + t + 1)] = __float2half(acc[0][0][n8 * 4 + 1]);
+                    }
                 }
                 if (bm * BM + wm * MMA_M + wq * 16 + g + 8 < M && bn * BN + wn * MMA_N + n8 * 8 + t < N) {
-                    *reinterpret_cast<__half2*>(&C[(long long)(bm * BM + wm * MMA_M + wq * 16 + g + 8) * N + (bn * BN + wn * MMA_N + n8 * 8 + t)]) = __floats2half2_rn(acc[0][0][n8 * 4 + 2], acc[0][0][n8 * 4 + 3]);
-                }
-            }
-        }
-    }
-}
-
-// The guarded twin of hopper_persistent, launched for sizes that are not multiples of
-// the block tile: partial tiles of A and B are zero-filled, C's stores are
-// predicated (through the per-warp staging tile).
-// ---- kernel hopper_persistent_edge: C[m, n] = A[m, k] * B[k, n]
-// A: f16[M, K] row, B: f16[K, N] row, C: f16[M, N] row
-namespace hopper_persistent_edge_schedule {
-// block 128 x 256 x 64 (line 11): the tile one thread block computes, and its K step
-constexpr int BM = 128, BN = 256, BK = 64;
-// mma m64n256k16 (line 12): one wgmma per fragment, issued by a warpgroup (the IR's warp: 4 warps, WARP_SIZE 128); A and B read from shared memory by descriptor
-constexpr int MMA_M = 64, MMA_N = 256, MMA_K = 16;
-// coarsen 1 x 1 (default): 1 x 1 fragment(s) per warp, so 2 x 1 warps
-constexpr int WARPS_M = 2, WARPS_N = 1, WARP_SIZE = 128, THREADS = 256;
-static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: WARPS_M x WARPS_N warps");
-// stages 4 (line 13): 4 shared-memory slots of A and B; copies run 2 step(s) ahead of the compute (smem-tiling, multi-buffering), one step of wgmmas left in flight
-// fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
-// copy async 16 (line 14): cp.async copies of 16-byte vectors, global -> shared
-// pad xor (default): no padding; the 128-byte swizzle wgmma's descriptors read: lines in 128-byte panels, chunk c of line l at chunk c ^ (l % 8)
-constexpr int AS_ROWS = 128, AS_PITCH = 64;  // block tile of A: 4 slot(s) of 128 x 64, row-major
-constexpr int AS_PANELS = 1, AS_PANEL = 64;  // lines cut into 64-element (128-byte) panels, stored panel after panel
-constexpr int AS_XOR_CHUNK = 8, AS_XOR_GROUPS = 8, AS_XOR_REPEAT = 1;  // pad xor: chunk ^= line / 1 % 8
-constexpr int BS_ROWS = 64, BS_PITCH = 256;  // block tile of B: 4 slot(s) of 64 x 256, row-major
-constexpr int BS_PANELS = 4, BS_PANEL = 64;  // lines cut into 64-element (128-byte) panels, stored panel after panel
-constexpr int BS_XOR_CHUNK = 8, BS_XOR_GROUPS = 8, BS_XOR_REPEAT = 1;  // pad xor: chunk ^= line / 1 % 8
-constexpr int CS_ROWS = 64, CS_PITCH = 256;  // per-warp staging tile of C, over the A/B tiles: 2 slot(s) of 64 x 256, row-major
-constexpr unsigned AS_LBO = 16, AS_SBO = 1024;  // wgmma descriptor: K-contiguous lines, 1024 bytes per 8 lines (LBO unused)
-constexpr unsigned BS_LBO = 8192, BS_SBO = 1024;  // wgmma descriptor: 64-wide panels 8192 bytes apart, 1024 bytes per 8 K-lines (transposed)
-// swizzle grouped 8 (line 17): blocks walk GROUP_M block-rows at a time, so neighbours share A and B in L2
-constexpr int GROUP_M = 8;
-// sync minimal (default): the hazard analysis kept 3 barrier(s) and removed 0 (see --explain-sync)
-// load_order ab (default): A's tile is copied first
-// accumulate f32 (default): fragments accumulate in float
-// epilogue_via shared (default): C staged per warp in shared memory, converted and stored by lanes
-// target cuda sm_90 (line 18): 32-thread warps, built for sm_90a (wgmma)
-}  // namespace hopper_persistent_edge_schedule
-
-extern "C" __global__
-void __launch_bounds__(hopper_persistent_edge_schedule::THREADS, 1)
-hopper_persistent_edge(const half* __restrict__ A, const half* __restrict__ B, half* __restrict__ C, int M, int N, int K)
-{
-    using namespace hopper_persistent_edge_schedule;
-    extern __shared__ __align__(1024) unsigned char smem_base[];
-    // wgmma's swizzle is a function of address bits 4-9: start on 1024 bytes (the launch
-    // gives 1024 bytes of slack; dynamic shared memory is not promised that alignment)
-    unsigned char* smem = smem_base + (1024 - static_cast<unsigned>(__cvta_generic_to_shared(smem_base)) % 1024) % 1024;
-    // As: block tile of A, 65536 bytes at byte 0
-    half (*As)[AS_PANELS][AS_ROWS][AS_PANEL] = reinterpret_cast<half (*)[AS_PANELS][AS_ROWS][AS_PANEL]>(smem + 0);
-    // Bs: block tile of B, 131072 bytes at byte 65536
-    half (*Bs)[BS_PANELS][BS_ROWS][BS_PANEL] = reinterpret_cast<half (*)[BS_PANELS][BS_ROWS][BS_PANEL]>(smem + 65536);
-    // Cs: per-warp staging tile of C, over the A/B tiles, 131072 bytes at byte 0
-    float (*Cs)[CS_ROWS][CS_PITCH] = reinterpret_cast<float (*)[CS_ROWS][CS_PITCH]>(smem + 0);
-    const int warp = threadIdx.x / WARP_SIZE;
-    const int lane = threadIdx.x % WARP_SIZE;
-    const int wm = __shfl_sync(0xffffffffu, warp / WARPS_N, 0), wn = warp % WARPS_N;  // the warp's place in the block (read from lane 0: uniform registers)
-    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const int pid = blockIdx.x;  // one block per tile: tiles_m x tiles_n blocks
-    // swizzle grouped 8: which tile this block computes
-    const int width = GROUP_M * tiles_n;
-    const int group = pid / width;
-    const int first_m = group * GROUP_M;
-    const int group_m = min(tiles_m - first_m, GROUP_M);
-    const int bm = first_m + pid % width % group_m;
-    const int bn = pid % width / group_m;
-    unsigned long long a[1][1];  // wgmma descriptors of A's 64x16 tiles in shared memory
-    unsigned long long b[1][1];  // wgmma descriptors of B's 16x256 tiles in shared memory
-    float acc[1][1][128];  // accumulators: per 8 columns n8, rows wq*16 + g, + 8, columns n8*8 + t, + 1
-    const int wq = lane / 32, g = lane % 32 / 4, t = lane % 4 * 2;  // a thread's warp in the warpgroup, its row and column pair in C
-
-    for (int q = 0; q < 128; ++q) acc[0][0][q] = 0.0f;
-    // pipeline prologue: the first 2 step(s) in flight
-    #pragma unroll
-    for (int s = 0; s < 2; ++s) {
-        if (s < (K + BK - 1) / BK) {
-            // copy 128x64 A -> As, guarded: 8-element vectors over all 256 threads; elements outside A (M x K) read as zero
-            #pragma unroll 1  // guarded: kept a loop (registers)
-            for (int it = 0; it < 4; ++it) {
-                const int v = threadIdx.x + it * THREADS;
-                const int r = v / 8, c = v % 8 * 8;
-                const int gr = bm * BM + r, gc = s * BK + c;  // in A
-                if (K % 8 == 0 && gr < M && gc + 8 <= K) {  // a whole, aligned vector
-                    cp_async<16>(&As[s][(c) / AS_PANEL][r][xor_swizzle<AS_XOR_CHUNK, AS_XOR_GROUPS, AS_XOR_REPEAT>(r, (c) % AS_PANEL)], &A[(long long)(bm * BM + r) * K + (s * BK + c)]);
-                } else {  // the edge: element by element
-                    #pragma unroll
-                    for (int e = 0; e < 8; ++e) {
-                        (&As[s][(c) / AS_PANEL][r][xor_swizzle<AS_XOR_CHUNK, AS_XOR_GROUPS, AS_XOR_REPEAT>(r, (c) % AS_PANEL)])[e] = (gr < M && gc + e < K) ? (&A[(long long)(bm * BM + r) * K + (s * BK + c)])[e] : __float2half(0.0f);
+                    if (N % 2 == 0) {  // the pair is one aligned word
+                        *reinterpret_cast<__half2*>(&C[(long long)(bm * BM + wm * MMA_M + wq * 16 + g + 8) * N + (bn * BN + wn * MMA_N + n8 * 8 + t)]) = __floats2half2_rn(acc[0][0][n8 * 4 + 2], acc[0][0][n8 * 4 + 3]);
+                    } else {  // an odd leading dimension: the elements one by one
+                        C[(long long)(bm * BM + wm * MMA_M + wq * 16 + g + 8) * N + (bn * BN + wn * MMA_N + n8 * 8 + t)] = __float2half(acc[0][0][n8 * 4 + 2]);
+                        if (bn * BN + wn * MMA_N + n8 * 8 + t + 1 < N) C[(long long)(bm * BM + wm * MMA_M + wq * 16 + g + 8) * N + (bn * BN + wn * MMA_N + n8 * 8 + t + 1)] = __float2half(acc[0][0][n8 * 4 + 3]);
                     }
                 }
             }
-            // copy 64x256 B -> Bs, guarded: 8-element vectors over all 256 threads; elements outside B (K x N) read as zero
-            #pragma unroll 1  // guarded: kept a loop (registers)
-            for (int it = 0; it < 8; ++it) {
-                const int v = threadIdx.x + it * THREADS;
-                const int r = v / 32, c = v % 32 * 8;
-                const int gr = s * BK + r, gc = bn * BN + c;  // in B
-                if (N % 8 == 0 && gr < K && gc + 8 <= N) {  // a whole, aligned vector
-                    cp_async<16>(&Bs[s][(c) / BS_PANEL][r][xor_swizzle<BS_XOR_CHUNK, BS_XOR_GROUPS, BS_XOR_REPEAT>(r, (c) % BS_PANEL)], &B[(long long)(s * BK + r) * N + (bn * BN + c)]);
-                } else {  // the edge: element by element
-                    #pragma unroll
-                    for (int e = 0; e < 8; ++e) {
-                        (&Bs[s][(c) / BS_PANEL][r][xor_swizzle<BS_XOR_CHUNK, BS_XOR_GROUPS, BS_XOR_REPEAT>(r, (c) % BS_PANEL)])[e] = (gr < K && gc + e < N) ? (&B[(long long)(s * BK + r) * N + (bn * BN + c)])[e] : __float2half(0.0f);
-                    }
-                }
-            }
-        }
-        cp_async_commit();  // close this step's group of async copies
-    }
-    // block steps along K, 4-stage pipeline
-    for (int kt = 0; kt < (K + BK - 1) / BK; ++kt) {
-        cp_async_wait<1>();  // at most 1 group(s) still in flight: this thread's copies of the step to compute have landed
-        fence_proxy_async();
-        __syncthreads();  // RAW: step kt's tiles in As, Bs must have landed for every thread before any warp reads them; WAR: every warpgroup's wgmmas must be done with the slot the copies below overwrite (read in step kt - 2)
-        if (kt + 2 < (K + BK - 1) / BK) {
-            // copy 128x64 A -> As, guarded: 8-element vectors over all 256 threads; elements outside A (M x K) read as zero
-            #pragma unroll 1  // guarded: kept a loop (registers)
-            for (int it = 0; it < 4; ++it) {
-                const int v = threadIdx.x + it * THREADS;
-                const int r = v / 8, c = v % 8 * 8;
-                const int gr = bm * BM + r, gc = (kt + 2) * BK + c;  // in A
-                if (K % 8 == 0 && gr < M && gc + 8 <= K) {  // a whole, aligned vector
-                    cp_async<16>(&As[(kt + 2) % 4][(c) / AS_PANEL][r][xor_swizzle<AS_XOR_CHUNK, AS_XOR_GROUPS, AS_XOR_REPEAT>(r, (c) % AS_PANEL)], &A[(long long)(bm * BM + r) * K + ((kt + 2) * BK + c)]);
-                } else {  // the edge: element by element
-                    #pragma unroll
-                    for (int e = 0; e < 8; ++e) {
-                        (&As[(kt + 2) % 4][(c) / AS_PANEL][r][xor_swizzle<AS_XOR_CHUNK, AS_XOR_GROUPS, AS_XOR_REPEAT>(r, (c) % AS_PANEL)])[e] = (gr < M && gc + e < K) ? (&A[(long long)(bm * BM + r) * K + ((kt + 2) * BK + c)])[e] : __float2half(0.0f);
-                    }
-                }
-            }
-            // copy 64x256 B -> Bs, guarded: 8-element vectors over all 256 threads; elements outside B (K x N) read as zero
-            #pragma unroll 1  // guarded: kept a loop (registers)
-            for (int it = 0; it < 8; ++it) {
-                const int v = threadIdx.x + it * THREADS;
-                const int r = v / 32, c = v % 32 * 8;
-                const int gr = (kt + 2) * BK + r, gc = bn * BN + c;  // in B
-                if (N % 8 == 0 && gr < K && gc + 8 <= N) {  // a whole, aligned vector
-                    cp_async<16>(&Bs[(kt + 2) % 4][(c) / BS_PANEL][r][xor_swizzle<BS_XOR_CHUNK, BS_XOR_GROUPS, BS_XOR_REPEAT>(r, (c) % BS_PANEL)], &B[(long long)((kt + 2) * BK + r) * N + (bn * BN + c)]);
-                } else {  // the edge: element by element
-                    #pragma unroll
-                    for (int e = 0; e < 8; ++e) {
-                        (&Bs[(kt + 2) % 4][(c) / BS_PANEL][r][xor_swizzle<BS_XOR_CHUNK, BS_XOR_GROUPS, BS_XOR_REPEAT>(r, (c) % BS_PANEL)])[e] = (gr < K && gc + e < N) ? (&B[(long long)((kt + 2) * BK + r) * N + (bn * BN + c)])[e] : __float2half(0.0f);
-                    }
-                }
-            }
-        }
-        cp_async_commit();  // close this step's group of async copies
-        wgmma_fence();  // the accumulators' earlier accesses before the wgmmas below
-        // fragment steps of one block step
-        #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-            a[0][0] = wgmma_desc(&As[kt % 4][(kk * MMA_K) / AS_PANEL][wm * MMA_M][xor_swizzle<AS_XOR_CHUNK, AS_XOR_GROUPS, AS_XOR_REPEAT>(wm * MMA_M, (kk * MMA_K) % AS_PANEL)], AS_LBO, AS_SBO);
-            b[0][0] = wgmma_desc(&Bs[kt % 4][(wn * MMA_N) / BS_PANEL][kk * MMA_K][xor_swizzle<BS_XOR_CHUNK, BS_XOR_GROUPS, BS_XOR_REPEAT>(kk * MMA_K, (wn * MMA_N) % BS_PANEL)], BS_LBO, BS_SBO);
-            wgmma_m64n256k16_f16_f32<0, 1>(acc[0][0], a[0][0], b[0][0]);
-        }
-        wgmma_commit();  // this step's wgmmas form one group
-        wgmma_wait<1>();  // all but the last 1 group(s) have read their tiles
-    }
-    wgmma_wait<0>();  // every wgmma has read its tiles and written its accumulators
-    fence_proxy_async();
-    __syncthreads();  // WAR: every warp must be done reading As, Bs before any warp's staging of C overwrites their bytes (Cs shares them)
-    // acc[0][0] -> Cs: each thread's pairs at rows wq*16 + g, + 8, columns n8*8 + t, + 1
-    #pragma unroll
-    for (int n8 = 0; n8 < 32; ++n8) {
-        *reinterpret_cast<float2*>(&Cs[warp][wq * 16 + g][n8 * 8 + t]) = make_float2(acc[0][0][n8 * 4 + 0], acc[0][0][n8 * 4 + 1]);
-        *reinterpret_cast<float2*>(&Cs[warp][wq * 16 + g + 8][n8 * 8 + t]) = make_float2(acc[0][0][n8 * 4 + 2], acc[0][0][n8 * 4 + 3]);
-    }
-    warpgroup_barrier(1 + warp);  // RAW: the warp's fragment store to Cs must land before its lanes read Cs
-    // copy 64x256 Cs -> C, guarded: 4-element vectors over the lanes of each warp; elements outside C (M x N) are not written
-    #pragma unroll 1  // guarded: kept a loop (registers)
-    for (int it = 0; it < 32; ++it) {
-        const int v = lane + it * WARP_SIZE;
-        const int r = v / 64, c = v % 64 * 4;
-        const int gr = bm * BM + wm * MMA_M + r, gc = bn * BN + wn * MMA_N + c;  // in C
-        #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            if (gr < M && gc + e < N) (&C[(long long)(bm * BM + wm * MMA_M + r) * N + (bn * BN + wn * MMA_N + c)])[e] = __float2half((&Cs[warp][r][c])[e]);
         }
     }
 }

@@ -28,6 +28,7 @@ from ..errors import UsageError
 from ..ir.dtypes import decode, encode
 from ..ir.expr import Const
 from ..ir.nodes import KernelIR
+from ..ir.partial_tiles import tma_only
 from ..lowering.edges import variant
 from .gpu import run_on_gpu
 from .operands import (
@@ -143,6 +144,7 @@ class Kernel:
                 f"{launch.smem_bytes} bytes of shared memory"
                 + (", persistent" if k.persistent else "")
                 + (f"; other sizes take {k.edge.name} (guarded)" if k.edge is not None else "")
+                + ("; every size, partial tiles by TMA" if tma_only(k) else "")
             )
         return "\n".join(lines) + ">"
 

@@ -35,13 +35,12 @@ from ..ir.nodes import (
     buffer_offsets,
     walk,
 )
+from ..ir.partial_tiles import tma_only
 from ..ir.targets import build_arch
 from ..lowering.edges import (
     fits_block_tile,
     guarded_vectors,
-    needs_twin,
     partial_tiles_how,
-    tma_only,
     vector_fallbacks,
 )
 from ..models.banks import bank_rows, best_pad, tile_buffers, unaligned_async_rows
@@ -140,26 +139,43 @@ def _ptxas(
     return reports, "ptxas did not report this kernel; the estimate is used"
 
 
+def _staging_lines(kernel: KernelIR, size: tuple[int, int, int]) -> list[str]:
+    """What a TMA kernel does at `size`: its tiles, and which operands it stages."""
+    from ..emit.launch import launch_of
+    from ..gpu.staging import plan
+
+    sizes = kernel.gemm.size_env(*size)
+    shown = "x".join(map(str, size))
+    tiles = "whole tiles" if fits_block_tile(kernel, sizes) else "partial tiles at the edges"
+    staged = plan(launch_of(kernel), sizes)
+    out = [f"    at {shown}: {kernel.name}, {tiles}" + ("" if staged else "; nothing staged")]
+    return out + [f"      {s.describe()}" for s in staged]
+
+
 def _edge_lines(kernel: KernelIR, size: tuple[int, int, int] | None) -> list[str]:
     """Which kernel runs which sizes, and where guarded copies lose their vectors."""
     block = " x ".join(map(str, kernel.schedule.block))
     out = ["  edge tiles"]
     twin = kernel.edge
+    if tma_only(kernel):
+        out.append(
+            f"    every size runs {kernel.name} ({partial_tiles_how(kernel)}); an operand whose "
+            "lines are not a whole 16 bytes is first copied into lines padded to 128 bytes "
+            "(tiledsl.gpu.staging)"
+        )
+        if size is not None:
+            out += _staging_lines(kernel, size)
+        return [*out, ""]
     if twin is None:
         out.append(
             f"    none: sizes must be multiples of {block} (stages 0 loads fragments straight "
             "from global memory, which WMMA cannot guard)"
         )
         return [*out, ""]
-    runs = (
-        f"sizes whose leading dimensions are whole 16 bytes run {kernel.name} "
-        f"({partial_tiles_how(kernel)})"
-        if tma_only(kernel)
-        else f"multiples of {block} run {kernel.name} (no bounds checks)"
-    )
     out.append(
-        f"    {runs}; other sizes run {twin.name}: zero-filled partial tiles, C staged per "
-        f"warp ({twin.smem_bytes} bytes shared)"
+        f"    multiples of {block} run {kernel.name} (no bounds checks); other sizes run "
+        f"{twin.name}: zero-filled partial tiles, C staged per warp ({twin.smem_bytes} bytes "
+        "shared)"
     )
     for op, vector in guarded_vectors(twin):
         out.append(
@@ -172,8 +188,6 @@ def _edge_lines(kernel: KernelIR, size: tuple[int, int, int] | None) -> list[str
         shown = "x".join(map(str, size))
         if fits_block_tile(kernel, sizes):
             out.append(f"    at {shown}: {kernel.name}, the fast path")
-        elif not needs_twin(kernel, sizes):
-            out.append(f"    at {shown}: {kernel.name}, its partial tiles run by the kernel itself")
         else:
             out.append(f"    at {shown}: {twin.name}")
             for note in vector_fallbacks(twin, sizes) or ["every copy keeps its vectors"]:

@@ -20,7 +20,6 @@ from ..ir.epilogue import Epilogue
 from ..ir.expr import Expr, evaluate, to_c
 from ..ir.grid import grid_size
 from ..ir.nodes import C_TYPES, DTYPE_BYTES, KernelIR, TmaLoad, TmaStore, swizzle_panel, walk
-from ..lowering.edges import twin_condition
 
 #: The C type of a tensor-map parameter: `struct alignas(64) TensorMap { unsigned long long
 #: bytes[16]; };` (the CUtensorMap), passed by value in the kernel's parameter space.
@@ -49,6 +48,7 @@ class TensorMapSpec:
     box: tuple[int, int]  # elements per TMA copy, innermost first
     swizzle: str = "128B"
     oob_fill: str = "zero"  # elements outside the operand arrive as zeros
+    stored: bool = False  # C written by TMA stores (`epilogue_via tma`), not an operand read
 
     def __post_init__(self) -> None:
         # What no size can fix is a compiler mistake: refused here, once, not per launch.
@@ -96,11 +96,23 @@ class TensorMapSpec:
             "swizzle": self.swizzle,
             "oob_fill": self.oob_fill,
             "element_strides": list(self.element_strides),
+            "stored": self.stored,  # written by TMA stores (C), not read
         }
 
 
 #: Bytes of one swizzle span (0: none), the widest box row each allows.
 SWIZZLE_BYTES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
+
+
+#: What a launcher does where a tensor map cannot address an operand as it lies
+#: (tiledsl.gpu.staging does it for tiledsl's own launches).
+STAGING = (
+    "an operand whose lines (global_strides_bytes) are not a multiple of 16 bytes is first "
+    "copied into lines padded to the next multiple of 128 bytes (16 would do; 128 keeps "
+    "each box row on whole 128-byte lines), and its map encoded over "
+    "that copy with the padded stride (global_dims unchanged); C, when it has a map (a TMA "
+    "store), is written into such a copy and copied back after the kernel"
+)
 
 
 @dataclass(frozen=True)
@@ -122,8 +134,6 @@ class Launch:
     # `workspace` (PARTIAL_FLOATS f32 per block) and `flags` (one per block, zero) arguments
     stream_k: bool = False
     partial_floats: int = 0
-    # when the launcher runs `edge` instead (tiledsl.lowering.edges.twin_condition)
-    edge_when: str = "M, N or K is not a multiple of the block tile"
 
     def blocks(self, sizes: dict[str, int]) -> int:
         """The tiles of one product: the blocks along x, unless the launch is persistent."""
@@ -193,13 +203,15 @@ class Launch:
             "dynamic_shared_memory_bytes": self.smem_bytes,
             "args": [list(a) for a in self.args],
             **(
-                {"tensor_maps": [t.to_json() for t in self.tensor_maps]} if self.tensor_maps else {}
+                {"tensor_maps": [t.to_json() for t in self.tensor_maps], "staging": STAGING}
+                if self.tensor_maps
+                else {}
             ),
             "block_tile": list(self.block_tile),
             **(
                 {
                     "edge": {
-                        "when": self.edge_when,
+                        "when": "M, N or K is not a multiple of the block tile",
                         **self.edge.to_json(),
                     }
                 }
@@ -229,6 +241,7 @@ def tensor_maps_of(kernel: KernelIR) -> tuple[TensorMapSpec, ...]:
             )
         rows, cols = op.dims[-2], op.dims[-1]
         spec = TensorMapSpec(
+            stored=isinstance(stmt, TmaStore),
             param=f"map_{name}",
             operand=name,
             dtype=op.dtype,
@@ -275,7 +288,6 @@ def launch_of(kernel: KernelIR) -> Launch:
         maps,
         kernel.persistent,
         kernel.cluster_size,
-        edge_when=twin_condition(kernel),
         stream_k=kernel.stream_k,
         partial_floats=kernel.schedule.block[0] * kernel.schedule.block[1]
         if kernel.stream_k

@@ -303,12 +303,15 @@ def _accumulator(
         f"for (int n8 = 0; n8 < {k.schedule.mma[1] // 8}; ++n8) {{",
     ]
     for h, row in enumerate(("wq * 16 + g", "wq * 16 + g + 8")):
-        pair = [(row, "n8 * 8 + t", f"{ref}[n8 * 4 + {2 * h}]", f"{ref}[n8 * 4 + {2 * h + 1}]")]
-        lines = float_pairs(emitter, k, tile, pair, load)
+        lo, hi = f"{ref}[n8 * 4 + {2 * h}]", f"{ref}[n8 * 4 + {2 * h + 1}]"
+        lines = float_pairs(emitter, k, tile, [(row, "n8 * 8 + t", lo, hi)], load)
         if not guard:
             out += ["    " + line for line in lines]
-        elif emitter.layout_of(k, tile) == "row":  # a pair along the row: one test
-            out += _inside_c(emitter, k, tile, row, "n8 * 8 + t", lines)
+        elif emitter.layout_of(k, tile) == "row":  # a pair along the row: one word if aligned
+            first = emitter.element(k, tile, row, "n8 * 8 + t")
+            second = emitter.element(k, tile, row, "n8 * 8 + t + 1")
+            one_by_one = [f"{first} = {lo};", f"{second} = {hi};"]
+            out += _pair_inside_c(emitter, k, tile, row, "n8 * 8 + t", lines, one_by_one)
         else:  # column-major: the pair's elements a column apart, each tested
             for line, col in zip(lines, ("n8 * 8 + t", "n8 * 8 + t + 1"), strict=True):
                 out += _inside_c(emitter, k, tile, row, col, [line])
@@ -320,14 +323,35 @@ _GUARD_NOTE = "; only elements inside C are written (partial tiles)"
 
 
 def _inside_c(emitter, k: KernelIR, tile, row: str, col: str, lines: list[str]) -> list[str]:
-    """`lines` (one thread's store at element (row, col) of a tile of C, and the element
-    beside it along a row-major row), run only where that element lies inside C. A pair
-    needs one test: the guarded kernel runs only sizes whose leading dimensions are whole
-    16 bytes (`tiledsl.lowering.edges.needs_twin`), so a row-major C's N is even and a
-    pair starting inside C ends inside it."""
+    """`lines` (one thread's store at element (row, col) of a tile of C), run only where
+    that element lies inside C."""
     gr, gc = emitter.global_rc(tile, row, col)
     m, n = emitter.expr(k.gemm.m), emitter.expr(k.gemm.n)
     return [f"    if ({gr} < {m} && {gc} < {n}) {{", *("        " + x for x in lines), "    }"]
+
+
+def _pair_inside_c(
+    emitter, k: KernelIR, tile, row: str, col: str, pair: list[str], one_by_one: list[str]
+) -> list[str]:
+    """A thread's pair at (row, col) and (row, col + 1) of a row-major tile of C, where it
+    lies inside C: as one word (`pair`) where C's leading dimension is even (the pair then
+    starts on a whole word, col being even, and ends inside C if it starts there), else
+    its two elements (`one_by_one`), the second only if inside C too. Every size runs a
+    TMA kernel (tiledsl.lowering.edges), odd leading dimensions included."""
+    gr, gc = emitter.global_rc(tile, row, col)
+    m, n = emitter.expr(k.gemm.m), emitter.expr(k.gemm.n)
+    lead = emitter.expr(k.gemm.c.leading_dim)
+    first, second = one_by_one
+    return [
+        f"    if ({gr} < {m} && {gc} < {n}) {{",
+        f"        if ({lead} % 2 == 0) {{  // the pair is one aligned word",
+        *("            " + x for x in pair),
+        "        } else {  // an odd leading dimension: the elements one by one",
+        f"            {first}",
+        f"            if ({gc} + 1 < {n}) {second}",
+        "        }",
+        "    }",
+    ]
 
 
 #: 16-bit C types a thread's float pair is stored as: (the pair type, its conversion)
@@ -469,9 +493,15 @@ def _converted_store(emitter, k: KernelIR, tile, ref: FragRef, guard: bool) -> l
     ]
     for h, row in enumerate(("wq * 16 + g", "wq * 16 + g + 8")):
         at = emitter.element(k, tile, row, "n8 * 8 + t")
-        line = (
-            f"*reinterpret_cast<{pair}*>(&{at}) = {convert}({ref}[n8 * 4 + {2 * h}], "
-            f"{ref}[n8 * 4 + {2 * h + 1}]);"
-        )
-        out += stored(row, "n8 * 8 + t", [line])
+        lo, hi = f"{ref}[n8 * 4 + {2 * h}]", f"{ref}[n8 * 4 + {2 * h + 1}]"
+        line = f"*reinterpret_cast<{pair}*>(&{at}) = {convert}({lo}, {hi});"
+        if not guard:
+            out.append("    " + line)
+            continue
+        second = emitter.element(k, tile, row, "n8 * 8 + t + 1")
+        one_by_one = [
+            f"{at} = {emitter.converted(lo, 'f32', dtype)};",
+            f"{second} = {emitter.converted(hi, 'f32', dtype)};",
+        ]
+        out += _pair_inside_c(emitter, k, tile, row, "n8 * 8 + t", [line], one_by_one)
     return out + ["}"]

@@ -28,7 +28,7 @@ from pathlib import Path
 from ..emit.launch import TENSOR_MAP_CTYPE, Launch
 from ..errors import ToolchainError
 from ..ir.epilogue import CHECK_VALUES
-from . import cache, tensor_maps
+from . import cache, staging, tensor_maps
 from .toolchain import cuda_roots
 
 _MODULES: dict[str, object] = {}
@@ -306,7 +306,9 @@ class Launcher:
     multiprocessor count of a persistent launch, stream-K's scratch, each parameter's kind.
 
     A `copy tma` kernel's tensor maps are encoded from the arrays' addresses
-    (`tensor_maps.encode`, cached, so a timing loop encodes each once).
+    (`tensor_maps.encode`, cached, so a timing loop encodes each once); an operand whose
+    rows no map can address is staged into a padded copy first (`staging`: the copies run
+    on the launch's stream, before the kernel and, for C, after it).
     """
 
     def __init__(self, module, launch: Launch):
@@ -326,6 +328,10 @@ class Launcher:
         self.maps = {spec.param: spec for spec in launch.tensor_maps}
         if self.maps:
             tensor_maps.driver()  # a missing cuda-bindings is reported before the first launch
+        # the padded copies of operands whose lines TMA cannot address (tiledsl.gpu.staging)
+        self.stager = staging.Stager(
+            lambda source, name: load_module(source, device_arch(), name=name)
+        )
         # stream-K's partial sums and flags, for every block the grid can hold, made once:
         # the flags start at zero and every launch leaves them so (launches that may overlap
         # -- on two streams at once -- need a launcher each)
@@ -367,7 +373,10 @@ class Launcher:
             if len(self._built) >= MAX_BUILT:
                 self._built.clear()
             built = self._built[key] = self.arguments(pointers, sizes)
-        grid, args = built
+        grid, args, staged = built
+        for s, operand, copy in staged:  # operands TMA cannot address, into padded copies
+            if not s.back:
+                self.stager.copy(s, operand, copy, stream)
         if self.fn is not None:
             self.fn(grid, self._block, args, self._shared, stream)
         elif stream is None:
@@ -375,18 +384,29 @@ class Launcher:
         else:
             with stream:
                 self.raw(grid, self._block, args, shared_mem=self._shared)
+        for s, operand, copy in staged:  # C, stored by TMA into its copy, back into C
+            if s.back:
+                self.stager.copy(s, operand, copy, stream)
 
     def arguments(self, pointers: dict[str, int], sizes: Mapping[str, float]) -> tuple:
-        """The grid and the argument tuple of a launch (tensor maps encoded here)."""
+        """The grid, the argument tuple of a launch (tensor maps encoded here) and the
+        staged operands as (Staged, the operand's address, its copy's address)."""
         import numpy as np
 
         dims = {name: int(v) for name, v in sizes.items() if name not in CHECK_VALUES}
+        staged = {
+            s.param: (s, pointers[s.operand], self.stager.buffer(s))
+            for s in staging.plan(self.launch, dims)
+        }
         args: list = []
         for kind, name in self.params:
             if kind is _POINTER:
                 args.append(np.uint64(pointers[name]))
             elif kind is _SIZE:
                 args.append(np.int32(sizes[name]))
+            elif kind is _MAP and name in staged:  # the map reads (or writes) the copy
+                s, _, copy = staged[name]
+                args.append(tensor_maps.encode(self.maps[name], copy, dims, s.pitch))
             elif kind is _MAP:
                 spec = self.maps[name]
                 args.append(tensor_maps.encode(spec, pointers[spec.operand], dims))
@@ -394,4 +414,4 @@ class Launcher:
                 args.append(np.float32(sizes.get(name, CHECK_VALUES[name])))
             else:
                 args.append(self.scratch[name])
-        return self.launch.grid_dims(dims, self.sms), tuple(args)
+        return self.launch.grid_dims(dims, self.sms), tuple(args), tuple(staged.values())

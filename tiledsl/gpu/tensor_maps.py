@@ -67,8 +67,12 @@ def _what(spec: TensorMapSpec) -> str:
     return f"{spec.operand} ({spec.dtype}, {spec.layout}-major; tensor map {spec.param})"
 
 
-def problems(spec: TensorMapSpec, pointer: int, sizes: dict[str, int]) -> list[str]:
-    """Why TMA cannot load `spec`'s operand at `sizes` from `pointer` (empty: it can).
+def problems(
+    spec: TensorMapSpec, pointer: int, sizes: dict[str, int], pitch: int | None = None
+) -> list[str]:
+    """Why TMA cannot load `spec`'s operand at `sizes` from `pointer` (empty: it can);
+    `pitch`: the bytes between its lines where they are not the operand's own (a padded
+    copy's, tiledsl.gpu.staging).
 
     >>> from tiledsl.ir.expr import Var
     >>> spec = TensorMapSpec("map_A", "A", "f16", "row", (Var("K"), Var("M")), (64, 128))
@@ -84,7 +88,7 @@ def problems(spec: TensorMapSpec, pointer: int, sizes: dict[str, int]) -> list[s
                 f"is outside 1 to 2^32"
             )
     stride_expr = spec.strides_bytes[0]
-    stride = int(evaluate(stride_expr, sizes))
+    stride = int(evaluate(stride_expr, sizes)) if pitch is None else pitch
     if stride % STRIDE_ALIGNMENT:
         step = STRIDE_ALIGNMENT // spec.element_bytes
         lead = spec.global_dims[0]
@@ -110,10 +114,13 @@ def _spelled(expr, value: int) -> str:
     return str(value) if isinstance(expr, Const) else f"{to_c(expr, named=False)} = {value}"
 
 
-def encode_arguments(spec: TensorMapSpec, pointer: int, sizes: dict[str, int]) -> dict:
-    """The arguments of cuTensorMapEncodeTiled for `spec` at `sizes`, enums by name; raises
-    UsageError (the message says what to change) when TMA cannot load the operand."""
-    found = problems(spec, pointer, sizes)
+def encode_arguments(
+    spec: TensorMapSpec, pointer: int, sizes: dict[str, int], pitch: int | None = None
+) -> dict:
+    """The arguments of cuTensorMapEncodeTiled for `spec` at `sizes` (lines `pitch` bytes
+    apart, if given), enums by name; raises UsageError (the message says what to change)
+    when TMA cannot load the operand."""
+    found = problems(spec, pointer, sizes, pitch)
     if found:
         raise UsageError("; ".join(found))
     return {
@@ -121,7 +128,9 @@ def encode_arguments(spec: TensorMapSpec, pointer: int, sizes: dict[str, int]) -
         "rank": 2,
         "global_address": int(pointer),
         "global_dims": [int(evaluate(d, sizes)) for d in spec.global_dims],
-        "global_strides": [int(evaluate(s, sizes)) for s in spec.strides_bytes],
+        "global_strides": [int(evaluate(s, sizes)) for s in spec.strides_bytes]
+        if pitch is None
+        else [pitch],
         "box_dims": list(spec.box),
         "element_strides": list(spec.element_strides),
         "interleave": INTERLEAVE,
@@ -159,14 +168,17 @@ def check(cu, err, call: str, log: str = "") -> None:
         raise ToolchainError(f"the CUDA driver refused {call}: {said}", log=log)
 
 
-def encode(spec: TensorMapSpec, pointer: int, sizes: dict[str, int]) -> np.void:
+def encode(
+    spec: TensorMapSpec, pointer: int, sizes: dict[str, int], pitch: int | None = None
+) -> np.void:
     """The 128 bytes of `spec`'s tensor map over the array at `pointer` (a numpy V128 scalar,
-    which CuPy passes by value), encoded by the driver once per (spec, pointer, sizes)."""
-    key = (spec, int(pointer), tuple(sorted(sizes.items())))
+    which CuPy passes by value; lines `pitch` bytes apart, if given), encoded by the driver
+    once per (spec, pointer, sizes, pitch)."""
+    key = (spec, int(pointer), tuple(sorted(sizes.items())), pitch)
     hit = _ENCODED.get(key)
     if hit is not None:
         return hit
-    args = encode_arguments(spec, pointer, sizes)
+    args = encode_arguments(spec, pointer, sizes, pitch)
     cu = driver()
     err, tmap = cu.cuTensorMapEncodeTiled(
         getattr(cu.CUtensorMapDataType, args["data_type"]),

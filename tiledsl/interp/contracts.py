@@ -13,9 +13,10 @@ is the path description's to say (`kernel.schedule.path`, see tiledsl.ir.paths):
                    line in 8s and 16 bytes, in a buffer on 1024 bytes
 
 Copies have one more: each vector access aligned to its width, over contiguous elements.
-A TMA copy (`check_tma`) has the tensor map's: the operand's rows on 16 bytes, boxes of
-at most 256 lines stored as the operand is (no transpose), and the 128-byte swizzle laid
-out by address, which matches the buffer's panels only on a 1024-byte base.
+A TMA copy (`check_tma`) has the tensor map's: boxes of at most 256 lines stored as the
+operand is (no transpose), and the 128-byte swizzle laid out by address, which matches the
+buffer's panels only on a 1024-byte base. (Rows that are not a whole 16 bytes are staged
+by the launcher, tiledsl.gpu.staging.)
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.expr import evaluate
-from ..ir.nodes import DTYPE_BYTES, Copy, SharedTile, Tile, TmaLoad, TmaStore
+from ..ir.nodes import DTYPE_BYTES, Copy, GlobalTile, SharedTile, Tile, TmaLoad, TmaStore
 from ..ir.printer import stmt_text
 from .errors import InterpreterError
 from .tiles import Memory
@@ -75,10 +76,10 @@ def check_tma(memory: Memory, copy: TmaLoad | TmaStore, text: str) -> None:
     op = kernel.gemm.operand(glob.operand)
     buf = kernel.buffer(tile.buffer)
     size = DTYPE_BYTES[buf.dtype]
-    ld = int(evaluate(op.leading_dim, memory.env))
+    # A leading dimension that is not a whole 16 bytes is no problem here: the launcher
+    # copies such an operand into lines padded to 128 bytes (tiledsl.gpu.staging), which
+    # hold the same elements at the same coordinates, and the map reads the copy.
     problems = []
-    if (ld * size) % 16:
-        problems.append(f"{op.name}'s leading dimension ({ld}) is not a whole 16 bytes")
     if op.layout != buf.layout:
         problems.append(
             f"{op.name} is {op.layout}-major and {buf.name} {buf.layout}-major: a TMA box "
@@ -161,6 +162,11 @@ def _check_lane_pointers(memory: Memory, tile: Tile, stmt, size: int, base: int)
     width = 2 * size if frag.role == "accumulator" else 16
     if frag.role == "accumulator" and layout == "col":
         return  # stored element by element
+    guarded = getattr(stmt, "guard", False)
+    if frag.role == "accumulator" and guarded and isinstance(tile, GlobalTile):
+        ld = int(evaluate(kernel.gemm.operand(tile.operand).leading_dim, memory.env))
+        if ld % 2:
+            return  # a guarded store into an odd leading dimension: element by element too
     step = width // size
     if layout == "row":
         rows, cols = np.arange(tile.rows), np.arange(0, tile.cols, step)

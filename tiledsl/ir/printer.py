@@ -48,6 +48,7 @@ from .nodes import (
     TmaStoreWait,
     Wait,
 )
+from .partial_tiles import tma_only
 from .schedule import named_constants
 
 
@@ -85,7 +86,12 @@ def print_ir(kernel: KernelIR) -> str:
     if kernel.cluster_size > 1:
         cm, cn = kernel.cluster
         lines.append(f"  cluster  {cm} x {cn} blocks: B's tiles multicast along M, A's along N")
-    if kernel.edge is not None:
+    if tma_only(kernel):
+        lines.append(
+            "  edges    every size runs this kernel: TMA zero-fills partial boxes, C's stores "
+            "clip; lines not a whole 16 bytes are staged by the launcher"
+        )
+    elif kernel.edge is not None:
         lines.append(
             f"  edges    sizes that are not multiples of BM x BN x BK run {kernel.edge.name}: "
             "the same passes, guarded copies, C staged per warp"

@@ -21,12 +21,15 @@ whole vectors where a vector lies inside the operand and the operand's leading
 dimension keeps it aligned; elsewhere it moves single elements
 (`vector_fallbacks` says which operands need that for a given size).
 
-A kernel whose every load is a TMA copy (`copy tma`) runs partial tiles itself: TMA
-fills the elements of a box outside the operand with zeros, a TMA store of C
-(`epilogue_via tma`) skips them, and a store of C straight from registers is guarded
+A kernel whose every load is a TMA copy (`copy tma`) runs every size itself, and has
+no twin: TMA fills the elements of a box outside the operand with zeros, a TMA store of
+C (`epilogue_via tma`) skips them, and a store of C straight from registers is guarded
 element by element (`guard_c_stores`: a compare per element of the epilogue, nothing in
-the K loop). It needs its twin only where a tensor map cannot be made: a leading
-dimension that is not a whole 16 bytes (`tma_strides_aligned`).
+the K loop; a pair of elements is stored as one word only where C's leading dimension
+keeps it aligned). Where an operand's rows are not a whole 16 bytes
+(`tma_strides_aligned` is false) no tensor map can address them as they lie: the
+launcher copies that operand into rows padded to 128 bytes first (`tiledsl.gpu.staging`:
+a copy at memory speed, against a twin that moves every element on its own).
 
 Schedules whose fragments read global memory directly (`stages 0`) have no twin:
 WMMA cannot guard a fragment load, so they run multiples of the block tile only.
@@ -47,13 +50,13 @@ from ..ir.nodes import (
     KernelIR,
     LoadFrag,
     StoreFrag,
-    TmaLoad,
     TmaStore,
     fragment_tile,
     global_side,
     map_body,
     walk,
 )
+from ..ir.partial_tiles import loads_by_tma, stores_c_directly, tma_only
 
 EDGE_SUFFIX = "_edge"
 
@@ -148,44 +151,19 @@ def vector_fallbacks(kernel: KernelIR, sizes: dict[str, int]) -> list[str]:
     return out
 
 
-def _loads_by_tma(stmts: list) -> bool:
-    """Whether every load among `stmts` is a TMA copy: some are, and no copy or fragment
-    load reads global memory itself."""
-    direct = any(isinstance(s, (Copy, LoadFrag)) and isinstance(s.src, GlobalTile) for s in stmts)
-    return not direct and any(isinstance(s, TmaLoad) for s in stmts)
-
-
-def _stores_c_directly(stmt) -> bool:
-    """A copy or fragment store that writes global memory itself (not through TMA)."""
-    return isinstance(stmt, (Copy, StoreFrag)) and isinstance(stmt.dst, GlobalTile)
-
-
 def guard_c_stores(kernel: KernelIR) -> KernelIR:
     """A kernel whose every load is a TMA copy stores C only inside C (its fragment stores
     or staged copies into C, guarded element by element), so that TMA's zero-filled boxes
     and these stores run its partial tiles without the twin. Other kernels are returned
     unchanged: their loads need the twin's guards anyway."""
     stmts = list(walk(kernel.body))
-    if not _loads_by_tma(stmts):
+    if not loads_by_tma(stmts):
         return kernel
 
     def guard(stmt):
-        return replace(stmt, guard=True) if _stores_c_directly(stmt) else stmt
+        return replace(stmt, guard=True) if stores_c_directly(stmt) else stmt
 
     return replace(kernel, body=map_body(kernel.body, guard))
-
-
-def tma_only(kernel: KernelIR) -> bool:
-    """Whether the kernel runs partial tiles itself: every load is a TMA copy (zero-filled
-    outside the operand) and C leaves through a TMA store (which clips) or through
-    guarded stores from registers (`guard_c_stores`)."""
-    stmts = list(walk(kernel.body))
-    if not _loads_by_tma(stmts):
-        return False
-    direct = [s for s in stmts if _stores_c_directly(s)]
-    if direct:
-        return all(s.guard for s in direct)
-    return any(isinstance(s, TmaStore) for s in stmts)
 
 
 def partial_tiles_how(kernel: KernelIR) -> str:
@@ -207,17 +185,8 @@ def tma_strides_aligned(kernel: KernelIR, sizes: dict[str, int]) -> bool:
 
 def needs_twin(kernel: KernelIR, sizes: dict[str, int]) -> bool:
     """Whether `sizes` run on the guarded twin: off the tile grid, unless TMA does the
-    edges (`tma_only`) and the tensor maps can be made."""
-    if fits_block_tile(kernel, sizes):
-        return False
-    return not (tma_only(kernel) and tma_strides_aligned(kernel, sizes))
-
-
-def twin_condition(kernel: KernelIR) -> str:
-    """When the launcher runs the twin (the launch description's words)."""
-    if tma_only(kernel):
-        return "a leading dimension of A, B or C is not a whole 16 bytes (TMA's strides)"
-    return "M, N or K is not a multiple of the block tile"
+    edges (`tma_only`: such a kernel runs every size itself, and has no twin)."""
+    return not (fits_block_tile(kernel, sizes) or tma_only(kernel))
 
 
 def variant(kernel: KernelIR, launch, size: tuple[int, int, int]):
