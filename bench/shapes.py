@@ -60,6 +60,10 @@ MANY_TOKENS = (
     ROOT / "examples" / "tuned" / "hopper_tuned_192.tile",
 )
 FEW_TOKENS = ROOT / "examples" / "tuned" / "small_m.tuned.tile"
+#: The 64- and 128-row tiles tuned at 256 to 1000 tokens on N = 4096, where neither group
+#: above comes near cuBLAS (`tiledsl tune examples/spaces/mid_m_space.tile --sizes
+#: bench/suites/llama2_7b_mid_tokens.txt -o MID_TOKENS`).
+MID_TOKENS = ROOT / "examples" / "tuned" / "mid_m.tuned.tile"
 #: The kernel that swaps the operands' roles (C^T = B^T A^T: the weights fill the wgmma's
 #: 64 rows, the tokens its N), tuned per shape where `tiledsl tune
 #: examples/spaces/few_tokens_swapped_space.tile --sizes
@@ -71,6 +75,7 @@ SWAPPED_UNTUNED = ROOT / "examples" / "hopper" / "few_tokens_swapped.tile"
 #: swapped kernel up to SWAPPED_MAX_M, the many-token rungs from MANY_MIN_M on (the
 #: groups overlap where either may win).
 FEW_MAX_M, SWAPPED_MAX_M, MANY_MIN_M = 256, 16, 128
+MID_M = (256, 1000)  # mid_m.tuned.tile, at N = 4096 (the shapes it was tuned at)
 
 
 def default_plan(sizes) -> list[tuple[list[Path], list[tuple[int, int, int]], bool]]:
@@ -83,8 +88,10 @@ def default_plan(sizes) -> list[tuple[list[Path], list[tuple[int, int, int]], bo
             file=sys.stderr,
         )
     swapped = SWAPPED if SWAPPED.exists() else SWAPPED_UNTUNED
+    mid = [s for s in sizes if MID_M[0] <= s[0] <= MID_M[1] and s[1] == 4096]
     groups = [
         (few, [s for s in sizes if s[0] <= FEW_MAX_M], False),
+        *([([MID_TOKENS], mid, False)] if MID_TOKENS.exists() else []),
         ([swapped], [s for s in sizes if s[0] <= SWAPPED_MAX_M], True),
         (list(MANY_TOKENS), [s for s in sizes if s[0] >= MANY_MIN_M], False),
     ]

@@ -495,16 +495,19 @@ def test_shapes_are_the_36_llama_projections_and_judged_on_memory_at_few_tokens(
 def test_shapes_times_each_group_of_files_where_it_may_win_and_the_swapped_transposed(
     monkeypatch,
 ) -> None:
-    """bench/shapes.py's default plan: the 64-row tiles up to 256 tokens, the swapped kernel
-    (C^T = B^T A^T) up to 16, the many-token rungs from 128 on; a swapped file's rows are
+    """bench/shapes.py's default plan: the 64-row tiles up to 256 tokens, the tiles tuned at
+    a few hundred tokens at N = 4096, the swapped kernel (C^T = B^T A^T) up to 16, the
+    many-token rungs from 128 on; a swapped file's rows are
     timed at N x M x K and put back at the shape they compute, baselines included."""
     shapes = _bench_script("shapes", monkeypatch)
     sizes = shapes.llama_shapes()
     plan = shapes.default_plan(sizes)
-    assert [len(at) for _, at, _ in plan] == [20, 8, 24]
-    assert [swapped for *_, swapped in plan] == [False, True, False]
-    assert all(s[0] <= 16 for s in plan[1][1])
-    assert plan[2][0] == list(shapes.MANY_TOKENS)
+    assert [len(at) for _, at, _ in plan] == [20, 6, 8, 24]
+    assert [swapped for *_, swapped in plan] == [False, False, True, False]
+    mid = [(m, 4096, k) for k in (4096, 11008) for m in (256, 512, 1000)]
+    assert plan[1] == ([shapes.MID_TOKENS], mid, False)
+    assert all(s[0] <= 16 for s in plan[2][1])
+    assert plan[3][0] == list(shapes.MANY_TOKENS)
     timed = []
 
     def measure(entries, at, settings):
