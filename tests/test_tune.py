@@ -71,10 +71,11 @@ class FakeTimer:
                 yield point, Result("ok", self.ms(point.label), 2.0, "bit-exact", self.device)
 
 
-def run(tmp_path: Path, timer=None, text: str = TEXT, **options) -> int:
-    """`tune_file` on `text` with the fake GPU, record and best file in tmp_path."""
+def run(tmp_path: Path, timer=None, text: str = TEXT, size=SIZE, **options) -> int:
+    """`tune_file` on `text` at `size` with the timer given (the fake GPU unless a test
+    passes a real one), record and best file in tmp_path."""
     path = write(tmp_path, text)
-    return tune_file_in(tmp_path, text, path, SIZE, lambda: timer, **options)
+    return tune_file_in(tmp_path, text, path, size, lambda: timer, **options)
 
 
 # ---------------------------------------------------------------- expansion
