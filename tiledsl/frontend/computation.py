@@ -23,6 +23,50 @@ from . import syntax as S
 
 
 def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
+    """The kernel's product, or None (with its errors in `errs`): the declarations read,
+    the one computation line checked against them, batches peeled off, the index letters
+    bound to sizes."""
+    operands = _declared_operands(kernel, errs)
+    comp = _the_computation(kernel, errs)
+    if comp is None:
+        return None
+    accesses = (comp.out, comp.lhs, comp.rhs)
+    if not _accesses_match_declarations(accesses, operands, errs):
+        return None
+    letters = {acc.name: tuple(w.text for w in acc.indices) for acc in accesses}
+    if not _peel_batch(comp, operands, letters, errs):
+        return None
+    indices = _product_indices(comp, letters, errs)
+    if indices is None:
+        return None
+    out_i, out_j, k_idx = indices
+    c, a, b = (operands[acc.name] for acc in accesses)
+    bound = _bound_sizes(accesses, (c, a, b), letters, errs)
+    if bound is None:
+        return None
+    sizes = {"M": bound[out_i], "N": bound[out_j], "K": bound[k_idx]}
+    if not _distinct_sizes(sizes, comp, errs):
+        return None
+    # Transposed access (A[k, m]) is legal and means a transposed operand; the
+    # storage layout as seen by the product is derived by support.py.
+    text = f"{_access(comp.out)} {comp.op} {_access(comp.lhs)} * {_access(comp.rhs)}"
+    return Gemm(
+        a=_oriented(a, letters[comp.lhs.name], (out_i, k_idx)),
+        b=_oriented(b, letters[comp.rhs.name], (k_idx, out_j)),
+        c=_oriented(c, (out_i, out_j), (out_i, out_j)),
+        m=sizes["M"],
+        n=sizes["N"],
+        k=sizes["K"],
+        accumulate=comp.op == "+=",
+        text=text,
+        extras=tuple(op for name, op in operands.items() if name not in (c.name, a.name, b.name)),
+        batch=c.batch,
+    )
+
+
+def _declared_operands(kernel: S.Kernel, errs: Collector) -> dict[str, OperandInfo]:
+    """Each operand declaration as an OperandInfo, its type, layout and dims checked (a
+    second declaration of a name is refused and skipped)."""
     operands: dict[str, OperandInfo] = {}
     for op in kernel.operands:
         if op.name in operands:
@@ -42,24 +86,28 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
                 f"unknown layout '{op.layout}'",
                 "a layout is `row` (row-major) or `col` (column-major)",
             )
-        dims: list[Expr] = []
-        for written in op.dims:
-            if isinstance(written, S.Num):
-                if isinstance(written.value, float) or not 1 <= written.value <= INT_MAX:
-                    errs.add(
-                        written.loc,
-                        f"a dimension is a name or an integer from 1 to {INT_MAX}, "
-                        f"found {written.text}",
-                        "e.g. `A: f16[M, K] row` or `A: f16[4096, 4096] row` (the kernel's "
-                        "sizes are 32-bit ints)",
-                    )
-                    dims.append(Const(1))
-                else:
-                    dims.append(Const(int(written.value)))
-            else:
-                dims.append(Var(written.text))
-        operands[op.name] = OperandInfo(op.name, op.dtype.text, tuple(dims), op.layout.text, op.loc)
+        dims = tuple(_dimension(written, errs) for written in op.dims)
+        operands[op.name] = OperandInfo(op.name, op.dtype.text, dims, op.layout.text, op.loc)
+    return operands
 
+
+def _dimension(written, errs: Collector) -> Expr:
+    """A declared dimension: a size name, or a literal 32-bit size (1 after an error)."""
+    if not isinstance(written, S.Num):
+        return Var(written.text)
+    if isinstance(written.value, float) or not 1 <= written.value <= INT_MAX:
+        errs.add(
+            written.loc,
+            f"a dimension is a name or an integer from 1 to {INT_MAX}, found {written.text}",
+            "e.g. `A: f16[M, K] row` or `A: f16[4096, 4096] row` (the kernel's "
+            "sizes are 32-bit ints)",
+        )
+        return Const(1)
+    return Const(int(written.value))
+
+
+def _the_computation(kernel: S.Kernel, errs: Collector):
+    """The kernel's one computation line (None when it has none; a second is refused)."""
     if not kernel.computations:
         errs.add(
             kernel.loc,
@@ -74,8 +122,11 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
             "a kernel computes one product; this is a second computation line",
             "put each product in a kernel of its own",
         )
-    comp = kernel.computations[0]
-    accesses = (comp.out, comp.lhs, comp.rhs)
+    return kernel.computations[0]
+
+
+def _accesses_match_declarations(accesses, operands, errs: Collector) -> bool:
+    """Every operand the line names is declared, and indexed with one index per dim."""
     missing = [acc for acc in accesses if acc.name not in operands]
     for acc in missing:
         errs.add(
@@ -84,7 +135,7 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
             f"declare it before use, e.g. `{acc.name}: f16[M, K] row`",
         )
     if missing:
-        return None
+        return False
     for acc in accesses:
         decl = operands[acc.name]
         if len(acc.indices) != len(decl.dims):
@@ -94,10 +145,16 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
                 f"with {len(acc.indices)}",
                 f"index it as {acc.name}[{', '.join('ij'[: len(decl.dims)])}…]",
             )
-            return None
-    # A batched GEMM: C's leading index (3 indices) is the batch; A and B either share it as
-    # their leading index or are 2-D, the same matrix for every batch.
-    letters = {acc.name: tuple(w.text for w in acc.indices) for acc in accesses}
+            return False
+    return True
+
+
+def _peel_batch(comp, operands, letters, errs: Collector) -> bool:
+    """A batched GEMM: C's leading index (3 indices) is the batch; A and B either share it
+    as their leading index or are 2-D, the same matrix for every batch. The batch index
+    and dim are taken off each batched operand (`operands` and `letters` updated in place:
+    they are this function's caller's working copies)."""
+    accesses = (comp.out, comp.lhs, comp.rhs)
     batch_letter = letters[comp.out.name][0] if len(comp.out.indices) == 3 else None
     for acc in accesses:
         n_idx = len(acc.indices)
@@ -109,7 +166,7 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
             "batches of them [b, r, c] whose first index is C's first (the batch)",
             "write C[b, m, n] = A[b, m, k] * B[b, k, n] (or B[k, n]: one B for every batch)",
         )
-        return None
+        return False
     batch_dims = {}
     for acc in accesses:
         decl = operands[acc.name]
@@ -127,7 +184,12 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
             + ": the shapes do not agree",
             "declare every batched operand with the same leading dimension",
         )
-        return None
+        return False
+    return True
+
+
+def _product_indices(comp, letters, errs: Collector) -> tuple[str, str, str] | None:
+    """C's row and column letters and the summed one, if the line is a matrix product."""
     out_i, out_j = letters[comp.out.name]
     lhs, rhs = letters[comp.lhs.name], letters[comp.rhs.name]
     reduction = set(lhs) & set(rhs)
@@ -148,10 +210,13 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
             "index C: write C[m, n] = A[m, k] * B[k, n]",
         )
         return None
-    c, a, b = (operands[acc.name] for acc in accesses)
-    # Bind each index letter to the dims it indexes; they must agree.
+    return out_i, out_j, k_idx
+
+
+def _bound_sizes(accesses, decls, letters, errs: Collector) -> dict[str, Expr] | None:
+    """Each index letter bound to the dim it indexes; every operand it indexes agrees."""
     bound: dict[str, tuple[Expr, S.Access]] = {}
-    for acc, decl in ((comp.out, c), (comp.lhs, a), (comp.rhs, b)):
+    for acc, decl in zip(accesses, decls):
         for letter, dim in zip(letters[acc.name], decl.dims):
             if letter in bound and bound[letter][0] != dim:
                 other = bound[letter][1]
@@ -163,24 +228,7 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
                 )
                 return None
             bound.setdefault(letter, (dim, acc))
-    sizes = {"M": bound[out_i][0], "N": bound[out_j][0], "K": bound[k_idx][0]}
-    if not _distinct_sizes(sizes, comp, errs):
-        return None
-    # Transposed access (A[k, m]) is legal and means a transposed operand; the
-    # storage layout as seen by the product is derived by support.py.
-    text = f"{_access(comp.out)} {comp.op} {_access(comp.lhs)} * {_access(comp.rhs)}"
-    return Gemm(
-        a=_oriented(a, lhs, (out_i, k_idx)),
-        b=_oriented(b, rhs, (k_idx, out_j)),
-        c=_oriented(c, (out_i, out_j), (out_i, out_j)),
-        m=bound[out_i][0],
-        n=bound[out_j][0],
-        k=bound[k_idx][0],
-        accumulate=comp.op == "+=",
-        text=text,
-        extras=tuple(op for name, op in operands.items() if name not in (c.name, a.name, b.name)),
-        batch=c.batch,
-    )
+    return {letter: dim for letter, (dim, _) in bound.items()}
 
 
 def _distinct_sizes(sizes: dict[str, Expr], comp, errs: Collector) -> bool:
