@@ -12,7 +12,7 @@ import pytest
 from helpers import EXAMPLES, cuda_example_params, example_params
 
 from tiledsl.commands.run import default_cpu_size, run_cpu
-from tiledsl.driver import compile_file, lower_file
+from tiledsl.driver import compile_file, compile_source, lower_program
 from tiledsl.errors import TileError
 from tiledsl.frontend.formatter import format_program
 from tiledsl.frontend.parser import parse
@@ -86,20 +86,43 @@ def test_prints_ir_after_every_stage(path: Path) -> None:
     assert [replace(k, edge=None) for k in compiled.kernels] == finals
 
 
+def ladder_text(path: Path) -> str:
+    """The kernels whose every stage the ladder test runs: all of an example's, but only the
+    first of a tuned dispatch file (`*.tuned.tile`, beside its table): its kernels are
+    points of one space, the same passes on other numbers, and each of them runs whole in
+    test_interpreter_at_the_default_size and test_cli's `run --cpu`."""
+    text = path.read_text()
+    if not path.name.endswith(".tuned.tile"):
+        return text
+    program = parse(text, str(path))
+    return format_program(replace(program, kernels=program.kernels[:1]))
+
+
+def test_the_ladder_runs_every_kernel_of_an_example_and_the_first_of_a_tuned_file() -> None:
+    tuned = [p for p in EXAMPLES if p.name.endswith(".tuned.tile")]
+    assert tuned, "the tuned dispatch files are examples too"
+    for path in tuned:
+        first = parse(path.read_text(), str(path)).kernels[0]
+        assert parse(ladder_text(path), "ladder.tile").kernels == (first,)
+    plain = next(p for p in EXAMPLES if p.name == "hgemm.tile")
+    assert ladder_text(plain) == plain.read_text()
+
+
 @pytest.mark.parametrize("stage", STAGE_NAMES)
 @pytest.mark.parametrize("path", example_params())
 def test_every_stage_emits_and_runs_correctly(path: Path, stage: str) -> None:
     """`--stop-after STAGE` is the optimization ladder: each rung must be a correct kernel,
     or, where that rung cannot fit the GPU (the naive form of a 128 x 128 block needs 64
     warps), a located error that says which later stage would."""
+    text = ladder_text(path)
     try:
-        compiled = compile_file(path, stop_after=stage)
+        compiled = compile_source(text, str(path), stop_after=stage)
     except TileError as err:
         if "wgmma reads A and B from 128-byte-swizzled" in err.first.message:
             # wgmma reads only the swizzled tiles padding makes: its rungs start there, and
             # the IR before it still runs in the interpreter
             assert STAGE_NAMES.index(stage) < STAGE_NAMES.index("padding")
-            for kernel in lower_file(path, stop_after=stage):
+            for kernel in lower_program(parse(text, str(path)), stop_after=stage):
                 assert run_cpu(kernel, default_cpu_size(kernel), seed=SEED).ok
             return
         assert "threads per block" in err.first.message, str(err)
