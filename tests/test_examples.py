@@ -19,6 +19,7 @@ from tiledsl.frontend.parser import parse
 from tiledsl.ir.printer import print_ir
 from tiledsl.ir.targets import build_arch
 from tiledsl.passes import STAGE_NAMES
+from tiledsl.tune.dispatch import table_path
 
 SEED = 20240611
 
@@ -88,18 +89,18 @@ def test_prints_ir_after_every_stage(path: Path) -> None:
 
 def ladder_text(path: Path) -> str:
     """The kernels whose every stage the ladder test runs: all of an example's, but only the
-    first of a tuned dispatch file (`*.tuned.tile`, beside its table): its kernels are
-    points of one space, the same passes on other numbers, and each of them runs whole in
-    test_interpreter_at_the_default_size and test_cli's `run --cpu`."""
+    first of a file with a dispatch table beside it (`tiledsl tune --sizes` wrote it): its
+    kernels are points of one space, the same passes on other numbers, and each of them runs
+    whole in test_interpreter_at_the_default_size and test_cli's `run --cpu`."""
     text = path.read_text()
-    if not path.name.endswith(".tuned.tile"):
+    if not table_path(path).exists():
         return text
     program = parse(text, str(path))
     return format_program(replace(program, kernels=program.kernels[:1]))
 
 
 def test_the_ladder_runs_every_kernel_of_an_example_and_the_first_of_a_tuned_file() -> None:
-    tuned = [p for p in EXAMPLES if p.name.endswith(".tuned.tile")]
+    tuned = [p for p in EXAMPLES if table_path(p).exists()]
     assert tuned, "the tuned dispatch files are examples too"
     for path in tuned:
         first = parse(path.read_text(), str(path)).kernels[0]

@@ -33,9 +33,10 @@ def resolve_gemm(kernel: S.Kernel, errs: Collector) -> Gemm | None:
     accesses = (comp.out, comp.lhs, comp.rhs)
     if not _accesses_match_declarations(accesses, operands, errs):
         return None
-    letters = {acc.name: tuple(w.text for w in acc.indices) for acc in accesses}
-    if not _peel_batch(comp, operands, letters, errs):
+    peeled = _peel_batch(comp, operands, errs)
+    if peeled is None:
         return None
+    operands, letters = peeled
     indices = _product_indices(comp, letters, errs)
     if indices is None:
         return None
@@ -149,12 +150,16 @@ def _accesses_match_declarations(accesses, operands, errs: Collector) -> bool:
     return True
 
 
-def _peel_batch(comp, operands, letters, errs: Collector) -> bool:
-    """A batched GEMM: C's leading index (3 indices) is the batch; A and B either share it
-    as their leading index or are 2-D, the same matrix for every batch. The batch index
-    and dim are taken off each batched operand (`operands` and `letters` updated in place:
-    they are this function's caller's working copies)."""
+def _peel_batch(
+    comp, declared: dict[str, OperandInfo], errs: Collector
+) -> tuple[dict[str, OperandInfo], dict[str, tuple[str, ...]]] | None:
+    """The operands and each access's index letters with the batch taken off, or None. A
+    batched GEMM: C's leading index (3 indices) is the batch; A and B either share it as
+    their leading index or are 2-D, the same matrix for every batch; a batched operand
+    loses its leading index and dim (its OperandInfo keeps the dim as its batch)."""
     accesses = (comp.out, comp.lhs, comp.rhs)
+    operands = dict(declared)
+    letters = {acc.name: tuple(w.text for w in acc.indices) for acc in accesses}
     batch_letter = letters[comp.out.name][0] if len(comp.out.indices) == 3 else None
     for acc in accesses:
         n_idx = len(acc.indices)
@@ -166,7 +171,7 @@ def _peel_batch(comp, operands, letters, errs: Collector) -> bool:
             "batches of them [b, r, c] whose first index is C's first (the batch)",
             "write C[b, m, n] = A[b, m, k] * B[b, k, n] (or B[k, n]: one B for every batch)",
         )
-        return False
+        return None
     batch_dims = {}
     for acc in accesses:
         decl = operands[acc.name]
@@ -184,8 +189,8 @@ def _peel_batch(comp, operands, letters, errs: Collector) -> bool:
             + ": the shapes do not agree",
             "declare every batched operand with the same leading dimension",
         )
-        return False
-    return True
+        return None
+    return operands, letters
 
 
 def _product_indices(comp, letters, errs: Collector) -> tuple[str, str, str] | None:
