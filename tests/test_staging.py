@@ -12,7 +12,7 @@ from helpers import ROOT
 
 from tiledsl.driver import compile_file
 from tiledsl.gpu.runtime import gpu_available
-from tiledsl.gpu.staging import SOURCE, Staged, copy_launch, plan, unit_bytes
+from tiledsl.gpu.staging import SOURCE, Staged, copy_launch, plan
 
 EPILOGUE = ROOT / "examples" / "hopper" / "epilogue.tile"
 
@@ -35,20 +35,24 @@ def test_each_operand_is_staged_by_its_own_stride() -> None:
     assert (c.lines, c.line_bytes, c.pitch, c.back) == (64, 72, 128, True)
 
 
-def test_the_copy_moves_the_widest_unit_a_line_allows() -> None:
-    assert [unit_bytes(b) for b in (8198, 8196, 8200, 2, 4, 24)] == [2, 4, 8, 2, 4, 8]
-
-
 def test_the_copy_reads_the_operand_in_and_writes_c_back() -> None:
     into = Staged("map_A", "A", 3, 14, 16, back=False)
-    name, grid, block, args = copy_launch(into, operand=0x1000, copy=0x2000)
-    assert (name, grid, block) == ("tiledsl_restride_2", (3,), (256,))
-    # from the operand (7 units of 2 bytes apart) into the copy (8 apart), 7 units a line
-    assert [int(x) for x in args] == [0x1000, 7, 0x2000, 8, 7, 3]
+    name, grid, block, args = copy_launch(into, operand=0x1002, copy=0x2000)
+    assert (name, grid, block) == ("tiledsl_stage_in", (1,), (256,))
+    # from the operand (lines of 7 halves, densely) into the copy (lines 8 halves apart)
+    assert [int(x) for x in args] == [0x1002, 0x2000, 8, 7, 3]
     back = Staged("map_C", "C", 5, 36, 48, back=True)
     name, _, _, args = copy_launch(back, operand=0x1000, copy=0x2000)
-    assert name == "tiledsl_restride_4"
-    assert [int(x) for x in args] == [0x2000, 12, 0x1000, 9, 9, 5]
+    assert name == "tiledsl_stage_out"
+    assert [int(x) for x in args] == [0x2000, 24, 0x1000, 18, 5]
+
+
+def test_the_copy_gives_every_16_byte_chunk_a_thread() -> None:
+    # 4095 lines of 4099 halves: 513 chunks a line in, 2,098,189 whole chunks out
+    into = Staged("map_A", "A", 4095, 8198, 8320, back=False)
+    assert copy_launch(into, 0, 0)[1] == (-(-4095 * 513 // 256),)
+    back = Staged("map_C", "C", 4095, 8194, 8320, back=True)
+    assert copy_launch(back, 0, 0)[1] == (-(-(4095 * 4097 // 8 + 1) // 256),)
 
 
 def test_the_staging_is_described_for_check() -> None:
@@ -72,33 +76,52 @@ def test_the_copy_kernels_build_with_nvcc(tmp_path) -> None:
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    for unit in (2, 4, 8):
-        assert f"tiledsl_restride_{unit}" in proc.stderr
+    for name in ("tiledsl_stage_in", "tiledsl_stage_out"):
+        assert name in proc.stderr
     assert "spill" not in proc.stderr or "0 bytes spill stores" in proc.stderr
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU visible to CuPy")
-@pytest.mark.parametrize("dtype, cols", [(np.float16, 4099), (np.float16, 4098), (np.float32, 37)])
-def test_the_copies_round_trip_on_the_gpu(dtype, cols) -> None:
+@pytest.mark.parametrize(
+    "dtype, rows, cols, shift",
+    [
+        (np.float16, 301, 4099, 0),
+        (np.float16, 301, 4098, 0),
+        (np.float16, 33, 4097, 3),  # an operand that starts 3 halves past 16 bytes
+        (np.float16, 17, 9, 1),
+        (np.float16, 5, 3, 7),
+        (np.float16, 1, 1, 5),
+        (np.float32, 301, 37, 0),
+        (np.float32, 7, 5, 1),
+    ],
+)
+def test_the_copies_round_trip_on_the_gpu(dtype, rows, cols, shift) -> None:
     import cupy
 
     from tiledsl.gpu.runtime import device_arch, load_module
     from tiledsl.gpu.staging import Stager
 
-    rows, size = 301, np.dtype(dtype).itemsize
+    size = np.dtype(dtype).itemsize
     line = cols * size
-    pitch = -(-line // 16) * 16
+    pitch = -(-line // 128) * 128
     staged = Staged("map_A", "A", rows, line, pitch, back=False)
     stager = Stager(lambda source, name: load_module(source, device_arch(), name=name))
-    a = cupy.asarray(np.arange(rows * cols).reshape(rows, cols).astype(dtype))
+    # every bit pattern (compared as integers), in an operand `shift` halves off 16 bytes
+    bits = np.random.default_rng(rows * cols).integers(0, 1 << 16, rows * cols * size // 2)
+    room = cupy.zeros(rows * cols * size // 2 + 16, cupy.uint16)
+    a = room[shift : shift + bits.size]
+    a[...] = cupy.asarray(bits.astype(np.uint16))
     copy = stager.buffer(staged)
     stager.copy(staged, int(a.data.ptr), copy)
     padded = cupy.ndarray(
-        (rows, pitch // size), dtype, cupy.cuda.MemoryPointer(
+        (rows, pitch // 2), cupy.uint16, cupy.cuda.MemoryPointer(
             cupy.cuda.UnownedMemory(copy, rows * pitch, stager), 0)
     )  # fmt: skip
-    assert (padded[:, :cols] == a).all()
-    out = cupy.zeros_like(a)
+    assert (padded[:, : line // 2] == a.reshape(rows, line // 2)).all()
+    room_out = cupy.zeros_like(room)
+    out = room_out[shift : shift + bits.size]
     stager.copy(Staged("map_C", "C", rows, line, pitch, back=True), int(out.data.ptr), copy)
     assert (out == a).all()
+    # nothing written outside the operand
+    assert not room_out[:shift].any() and not room_out[shift + bits.size :].any()
