@@ -183,7 +183,7 @@ def test_the_emitted_code_multicasts_and_releases_across_the_cluster() -> None:
         "constexpr int CLUSTER_M = 2, CLUSTER_N = 1, CLUSTER_SIZE = 2;",
         "const int rank = blockIdx.x % CLUSTER_SIZE;",
         "const int pid = blockIdx.x / CLUSTER_SIZE;",
-        "const int blocks = gridDim.x / CLUSTER_SIZE;",
+        "// blocks: the launch's clusters, a Divisor parameter (tiledsl.passes.launch_scalars)",
         "const int bm = cbm * CLUSTER_M + crow;",
         "tma_load_2d_multicast(&Bs[step % STAGES][0][crow * 32][0], &map_B, bn * BN, "
         "kt * BK + crow * 32, &full[step % STAGES], column_mask);",

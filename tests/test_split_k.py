@@ -199,16 +199,24 @@ def test_the_proof_covers_the_slices() -> None:
 
 
 def test_the_emitted_code_names_the_split() -> None:
-    source = compile_source(SMALL, "small.tile").source
+    compiled = compile_source(SMALL, "small.tile")
+    source = compiled.source
     for line in (
         "constexpr int SPLIT_K = 2;",
-        "const int slices = min(SPLIT_K, k_steps);",
-        "const int sk_tiles = last_wave * max(min(blocks / slices - last_wave + 1, 1), 0);",
-        "const int workers = sk_tiles * slices;",
         "for (int c = pid + 1; c < ((u + 1) * workers - 1) / sk_tiles + 1; ++c) {",
+        "const Divisor sk_tiles, int dp_tiles, int workers,",
     ):
         assert line in source, line
     assert "SK_PARTS" not in source
+    # the split's grid-wide steps are the host's, once per launch (launch-scalars)
+    described = compiled.launches[0].to_json()["launch_scalars"]
+    values = {v["name"]: (v["value"], v["passed"]) for v in described}
+    assert values["slices"] == ("min(2, k_steps)", "host")
+    assert values["sk_tiles"] == (
+        "last_wave * max(min(blocks / slices - last_wave + 1, 1), 0)",
+        "divisor",
+    )
+    assert values["workers"] == ("sk_tiles * slices", "int")
 
 
 @pytest.mark.parametrize(

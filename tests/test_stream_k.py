@@ -277,9 +277,11 @@ def test_every_handoff_removed_is_caught(variant) -> None:
 def test_the_emitted_code_hands_partial_sums_over_in_block_order() -> None:
     source = compile_file(EXAMPLE).source
     for line in (
-        "float* __restrict__ workspace, unsigned* __restrict__ flags, int M, int N, int K)",
+        "float* __restrict__ workspace, unsigned* __restrict__ flags, int M, int N, int K, "
+        "const Divisor blocks, const Divisor k_steps, const Divisor sk_tiles, int dp_tiles, "
+        "int workers, const Divisor sk_blocks, int sk_quotient, int sk_remainder, "
+        "const Divisor width)",
         "const int dp_rounds = (dp_tiles - pid + blocks - 1) / blocks;",
-        "const int workers = min(blocks, sk_steps / max(k_steps / SK_PARTS, 1));",
         "for (int tl = 0; tl < dp_rounds; ++tl) {",
         "for (int u = sk_first / k_steps; u < (sk_last + k_steps - 1) / k_steps; ++u) {",
         "for (int kt = k_lo; kt < k_hi; ++kt) {",

@@ -23,6 +23,11 @@ the kernel's index arithmetic costs before its first TMA copy).
 Each also with the mbarriers initialised one per thread instead of all by thread 0.
 
 `floor`: an empty kernel of the same launch shape in the same timing loop.
+
+Its exact-text edits are of the CUDA tiledsl emitted before the launch-scalars pass (the
+grid arithmetic in the kernel, `const int blocks = gridDim.x;`, no `Divisor` arguments),
+and its DSMEM variant relies on that kernel reading the grid itself. It ran at commit
+6e2ffff; run it from there: `git worktree add /tmp/probe 6e2ffff && cd /tmp/probe`.
 """
 
 import dataclasses

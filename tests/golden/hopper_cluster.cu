@@ -155,6 +155,24 @@ __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
     return *reinterpret_cast<unsigned*>(&pair);
 }
 
+// A value the host computed for this launch (tiledsl.passes.launch_scalars) with the two
+// constants that divide by it without a divide instruction (tiledsl.ir.divisors):
+// x / d = (umulhi(x, multiplier) + x) >> shift, exact for 0 <= x < 2^31. `/` and `%` by a
+// Divisor are that; anywhere else it reads as its int.
+struct Divisor {
+    int value;
+    unsigned multiplier, shift;
+    __device__ __forceinline__ operator int() const { return value; }
+};
+__device__ __forceinline__ int operator/(int x, Divisor d) {
+    const unsigned u = static_cast<unsigned>(x);
+    return static_cast<int>((__umulhi(u, d.multiplier) + u) >> d.shift);
+}
+__device__ __forceinline__ int operator%(int x, Divisor d) {
+    return x - x / d * d.value;
+}
+
+
 // wgmma m64n256k16, f16 inputs, f32 accumulators
 template <int TRANS_A, int TRANS_B>
 __device__ __forceinline__ void wgmma_m64n256k16_f16_f32(float (&d)[128], unsigned long long a,
@@ -225,7 +243,7 @@ constexpr int GROUP_M = 8;
 extern "C" __global__
 __cluster_dims__(hopper_cluster_schedule::CLUSTER_SIZE, 1, 1)
 void __launch_bounds__(hopper_cluster_schedule::THREADS, 1)
-hopper_cluster(const __grid_constant__ TensorMap map_A, const __grid_constant__ TensorMap map_B, const __grid_constant__ TensorMap map_C, const half* __restrict__ A, const half* __restrict__ B, half* __restrict__ C, int M, int N, int K)
+hopper_cluster(const __grid_constant__ TensorMap map_A, const __grid_constant__ TensorMap map_B, const __grid_constant__ TensorMap map_C, const half* __restrict__ A, const half* __restrict__ B, half* __restrict__ C, int M, int N, int K, const Divisor blocks, int tiles, const Divisor width)
 {
     using namespace hopper_cluster_schedule;
     extern __shared__ __align__(1024) unsigned char smem_base[];
@@ -242,7 +260,7 @@ hopper_cluster(const __grid_constant__ TensorMap map_A, const __grid_constant__ 
     const int lane = threadIdx.x % WARP_SIZE;
     const int wm = __shfl_sync(0xffffffffu, warp / WARPS_N, 0), wn = warp % WARPS_N;  // the warp's place in the block (read from lane 0: uniform registers)
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const int ctiles_m = ((M + BM - 1) / BM + CLUSTER_M - 1) / CLUSTER_M, ctiles_n = (N + BN - 1) / BN;  // cluster tiles: CLUSTER_M x CLUSTER_N tiles each
+    const int ctiles_m = ((M + BM - 1) / BM + CLUSTER_M - 1) / CLUSTER_M;  // cluster tiles: CLUSTER_M x CLUSTER_N tiles each
     const int rank = blockIdx.x % CLUSTER_SIZE;  // %cluster_ctarank: the cluster is CLUSTER_SIZE consecutive blocks along x
     const int crow = rank % CLUSTER_M, ccol = rank / CLUSTER_M;  // the block's place in its cluster's tile
     const int pid = blockIdx.x / CLUSTER_SIZE;  // the cluster's first cluster tile (persistent)
@@ -258,20 +276,18 @@ hopper_cluster(const __grid_constant__ TensorMap map_A, const __grid_constant__ 
     }
     cluster_sync();  // every block's barriers are initialised before any block's roles use them (the other blocks arrive on them and multicast into its stages)
     const unsigned short column_mask = ((1u << CLUSTER_M) - 1) << (CLUSTER_M * ccol);  // the blocks of this block's cluster column (B's tile)
-    const int blocks = gridDim.x / CLUSTER_SIZE;  // persistent: the clusters the launch holds (a cluster per CLUSTER_SIZE SMs)
+    // blocks: the launch's clusters, a Divisor parameter (tiledsl.passes.launch_scalars)
     unsigned long long a[1][1];  // wgmma descriptors of A's 64x16 tiles in shared memory
     unsigned long long b[1][1];  // wgmma descriptors of B's 16x256 tiles in shared memory
     float acc[1][1][128];  // accumulators: per 8 columns n8, rows wq*16 + g, + 8, columns n8*8 + t, + 1
     const int wq = lane / 32, g = lane % 32 / 4, t = lane % 4 * 2;  // a thread's warp in the warpgroup, its row and column pair in C
 
-    const int tiles = ctiles_m * ctiles_n;
     if (warp == WARPS_M * WARPS_N) {  // the producer warpgroup: one thread issues the TMA copies
         setmaxnreg_dec<PRODUCER_REGISTERS>();  // registers back to the consumers
         if (lane == 0) {
             // this block's tiles: pid, pid + blocks, ... (persistent)
             for (int tl = 0; tl < (tiles - pid + blocks - 1) / blocks; ++tl) {
                 const int tile = pid + tl * blocks;
-                const int width = GROUP_M * ctiles_n;
                 const int group = tile / width;
                 const int first_m = group * GROUP_M;
                 const int group_m = min(ctiles_m - first_m, GROUP_M);
@@ -299,7 +315,6 @@ hopper_cluster(const __grid_constant__ TensorMap map_A, const __grid_constant__ 
         // this block's tiles: pid, pid + blocks, ... (persistent)
         for (int tl = 0; tl < (tiles - pid + blocks - 1) / blocks; ++tl) {
             const int tile = pid + tl * blocks;
-            const int width = GROUP_M * ctiles_n;
             const int group = tile / width;
             const int first_m = group * GROUP_M;
             const int group_m = min(ctiles_m - first_m, GROUP_M);

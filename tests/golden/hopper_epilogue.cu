@@ -126,6 +126,24 @@ __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
     return *reinterpret_cast<unsigned*>(&pair);
 }
 
+// A value the host computed for this launch (tiledsl.passes.launch_scalars) with the two
+// constants that divide by it without a divide instruction (tiledsl.ir.divisors):
+// x / d = (umulhi(x, multiplier) + x) >> shift, exact for 0 <= x < 2^31. `/` and `%` by a
+// Divisor are that; anywhere else it reads as its int.
+struct Divisor {
+    int value;
+    unsigned multiplier, shift;
+    __device__ __forceinline__ operator int() const { return value; }
+};
+__device__ __forceinline__ int operator/(int x, Divisor d) {
+    const unsigned u = static_cast<unsigned>(x);
+    return static_cast<int>((__umulhi(u, d.multiplier) + u) >> d.shift);
+}
+__device__ __forceinline__ int operator%(int x, Divisor d) {
+    return x - x / d * d.value;
+}
+
+
 // wgmma m64n256k16, f16 inputs, f32 accumulators
 template <int TRANS_A, int TRANS_B>
 __device__ __forceinline__ void wgmma_m64n256k16_f16_f32(float (&d)[128], unsigned long long a,
@@ -193,7 +211,7 @@ constexpr int GROUP_M = 8;
 
 extern "C" __global__
 void __launch_bounds__(hopper_epilogue_schedule::THREADS, 1)
-hopper_epilogue(const __grid_constant__ TensorMap map_A, const __grid_constant__ TensorMap map_B, const __grid_constant__ TensorMap map_C, const half* __restrict__ A, const half* __restrict__ B, half* __restrict__ C, int M, int N, int K)
+hopper_epilogue(const __grid_constant__ TensorMap map_A, const __grid_constant__ TensorMap map_B, const __grid_constant__ TensorMap map_C, const half* __restrict__ A, const half* __restrict__ B, half* __restrict__ C, int M, int N, int K, const Divisor blocks, int tiles, const Divisor width)
 {
     using namespace hopper_epilogue_schedule;
     extern __shared__ __align__(1024) unsigned char smem_base[];
@@ -209,7 +227,7 @@ hopper_epilogue(const __grid_constant__ TensorMap map_A, const __grid_constant__
     const int warp = threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     const int wm = __shfl_sync(0xffffffffu, warp / WARPS_N, 0), wn = warp % WARPS_N;  // the warp's place in the block (read from lane 0: uniform registers)
-    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const int tiles_m = (M + BM - 1) / BM;
     const int pid = blockIdx.x;  // the block's first tile (persistent: blocks step by gridDim.x)
     // swizzle grouped 8: inside the tile loop
     unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + 229376);  // slot s's tiles have landed: the expect_tx and the TMA bytes
@@ -222,20 +240,18 @@ hopper_epilogue(const __grid_constant__ TensorMap map_A, const __grid_constant__
         mbarrier_init_fence();
     }
     __syncthreads();  // the barriers are initialised before any role uses them
-    const int blocks = gridDim.x;  // persistent: the launch's SM count
+    // blocks: the launch's SM count, a Divisor parameter (tiledsl.passes.launch_scalars)
     unsigned long long a[1][1];  // wgmma descriptors of A's 64x16 tiles in shared memory
     unsigned long long b[1][1];  // wgmma descriptors of B's 16x256 tiles in shared memory
     float acc[1][1][128];  // accumulators: per 8 columns n8, rows wq*16 + g, + 8, columns n8*8 + t, + 1
     const int wq = lane / 32, g = lane % 32 / 4, t = lane % 4 * 2;  // a thread's warp in the warpgroup, its row and column pair in C
 
-    const int tiles = tiles_m * tiles_n;
     if (warp == WARPS_M * WARPS_N) {  // the producer warpgroup: one thread issues the TMA copies
         setmaxnreg_dec<PRODUCER_REGISTERS>();  // registers back to the consumers
         if (lane == 0) {
             // this block's tiles: pid, pid + blocks, ... (persistent)
             for (int tl = 0; tl < (tiles - pid + blocks - 1) / blocks; ++tl) {
                 const int tile = pid + tl * blocks;
-                const int width = GROUP_M * tiles_n;
                 const int group = tile / width;
                 const int first_m = group * GROUP_M;
                 const int group_m = min(tiles_m - first_m, GROUP_M);
@@ -261,7 +277,6 @@ hopper_epilogue(const __grid_constant__ TensorMap map_A, const __grid_constant__
         // this block's tiles: pid, pid + blocks, ... (persistent)
         for (int tl = 0; tl < (tiles - pid + blocks - 1) / blocks; ++tl) {
             const int tile = pid + tl * blocks;
-            const int width = GROUP_M * tiles_n;
             const int group = tile / width;
             const int first_m = group * GROUP_M;
             const int group_m = min(tiles_m - first_m, GROUP_M);

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .. import __version__
 from ..ir.epilogue import Epilogue
-from ..ir.expr import Expr, to_c
+from ..ir.expr import Expr, to_c, variables
 from ..ir.grid import cluster_place, grid_vars, tile_steps
 from ..ir.nodes import (
     C_TYPES,
@@ -26,6 +26,7 @@ from ..ir.nodes import (
     SharedTile,
     Tile,
     buffer_offsets,
+    expressions,
     global_side,
     walk,
     xor_geometry,
@@ -313,14 +314,33 @@ __device__ __forceinline__ void cp_async_wait() {
                 "warp's place in the block"
                 + (" (read from lane 0: uniform registers)" if "__shfl" in wm else "")
             )
-        out.append(
-            f"const int tiles_m = {to_c(tiles['tiles_m'])}, tiles_n = {to_c(tiles['tiles_n'])};"
-        )
+        # a tile count the body divides by is a launch scalar (a Divisor parameter); one the
+        # host alone needed is not computed here
+        passed = {v.var for v in k.launch_scalars}
+        needed = _read_names(k, tiles) if k.launch_scalars else set(tiles)
+        counts = [
+            f"{n} = {to_c(tiles[n])}"
+            for n in ("tiles_m", "tiles_n")
+            if n not in passed and n in needed
+        ]
+        if counts:
+            out.append(f"const int {', '.join(counts)};")
         if k.cluster_size > 1:
             place = cluster_place(k)
+            ctiles = [
+                f"{n} = {to_c(tiles[n])}"
+                for n in ("ctiles_m", "ctiles_n")
+                if n not in passed and n in needed
+            ]
             out += [
-                f"const int ctiles_m = {to_c(tiles['ctiles_m'])}, ctiles_n = "
-                f"{to_c(tiles['ctiles_n'])};  // cluster tiles: CLUSTER_M x CLUSTER_N tiles each",
+                *(
+                    [
+                        f"const int {', '.join(ctiles)};  // cluster tiles: "
+                        "CLUSTER_M x CLUSTER_N tiles each"
+                    ]
+                    if ctiles
+                    else []
+                ),
                 "const int rank = blockIdx.x % CLUSTER_SIZE;  // %cluster_ctarank: the "
                 "cluster is CLUSTER_SIZE consecutive blocks along x",
                 f"const int crow = {to_c(place['crow'])}, ccol = {to_c(place['ccol'])};  // "
@@ -349,7 +369,7 @@ __device__ __forceinline__ void cp_async_wait() {
             out[-1] = f"// swizzle {' '.join(str(x) for x in k.raster if x)}: inside the tile loop"
         else:
             out += [f"const int {name} = {to_c(e)};" for name, e in mapping.items()]
-        if k.raster[0] == "none":
+        if k.raster[0] == "none" and any(c.startswith("tiles_m") for c in counts):
             out.append("(void)tiles_m;")
         return out + lowering_for(k).prologue(k)
 
@@ -690,3 +710,13 @@ __device__ __forceinline__ void cp_async_wait() {
     @staticmethod
     def expr(e: Expr) -> str:
         return to_c(e)
+
+
+def _read_names(k: KernelIR, tiles: dict[str, Expr]) -> set[str]:
+    """The names the body reads, and the tile counts the cluster tile counts it reads are
+    computed from."""
+    read = set().union(*(variables(e) for e in expressions(k.body)))
+    for name in ("ctiles_m", "ctiles_n"):
+        if name in read and name in tiles:
+            read |= variables(tiles[name])
+    return read

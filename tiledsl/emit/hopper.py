@@ -160,6 +160,25 @@ __device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
 }
 """
 
+DIVISOR_HELPERS = """\
+// A value the host computed for this launch (tiledsl.passes.launch_scalars) with the two
+// constants that divide by it without a divide instruction (tiledsl.ir.divisors):
+// x / d = (umulhi(x, multiplier) + x) >> shift, exact for 0 <= x < 2^31. `/` and `%` by a
+// Divisor are that; anywhere else it reads as its int.
+struct Divisor {
+    int value;
+    unsigned multiplier, shift;
+    __device__ __forceinline__ operator int() const { return value; }
+};
+__device__ __forceinline__ int operator/(int x, Divisor d) {
+    const unsigned u = static_cast<unsigned>(x);
+    return static_cast<int>((__umulhi(u, d.multiplier) + u) >> d.shift);
+}
+__device__ __forceinline__ int operator%(int x, Divisor d) {
+    return x - x / d * d.value;
+}
+"""
+
 STORE_HELPERS = """\
 // epilogue_via tma: C staged by stmatrix in shared memory, written by the TMA unit.
 // The TMA unit writes a box of shared memory (in the map's swizzle) to the tensor at
@@ -297,7 +316,13 @@ def prologue(k: KernelIR) -> list[str]:
     else:
         who = "role" if k.specialization is not None else "thread"
         out.append(f"__syncthreads();  // the barriers are initialised before any {who} uses them")
-    if k.persistent and clustered(k):
+    if any(v.var == "blocks" for v in k.launch_scalars):
+        out.append(
+            "// blocks: the launch's "
+            + ("clusters" if clustered(k) else "SM count")
+            + ", a Divisor parameter (tiledsl.passes.launch_scalars)"
+        )
+    elif k.persistent and clustered(k):
         out.append(
             "const int blocks = gridDim.x / CLUSTER_SIZE;  // persistent: the clusters the "
             "launch holds (a cluster per CLUSTER_SIZE SMs)"

@@ -8,8 +8,11 @@ A kernel that loads its tiles with TMA (`copy tma`) takes one 128-byte CUtensorM
 TMA-loaded operand first among its parameters (`TENSOR_MAP_CTYPE`), and its description
 says how to build each (`TensorMapSpec`, "tensor_maps"); a persistent kernel
 (`KernelIR.persistent`) is launched on min(multiprocessor count, tiles) blocks, each looping
-over tiles ("persistent"). Neither key is written for a kernel without them, so the
-description of every other kernel reads as before.
+over tiles ("persistent"), and takes after its sizes the grid-wide values the host
+computes per launch ("launch_scalars", tiledsl.passes.launch_scalars: each an int, or a
+`Divisor` with the constants that make dividing by it a multiply and a shift, "divisor").
+None of these keys is written for a kernel without them, so the description of every
+other kernel reads as before.
 """
 
 from __future__ import annotations
@@ -17,13 +20,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.epilogue import Epilogue
-from ..ir.expr import Expr, evaluate, to_c
-from ..ir.grid import grid_size
-from ..ir.nodes import C_TYPES, DTYPE_BYTES, KernelIR, TmaLoad, TmaStore, swizzle_panel, walk
+from ..ir.expr import Expr, Var, evaluate, to_c
+from ..ir.grid import grid_size, grid_vars
+from ..ir.nodes import (
+    C_TYPES,
+    DTYPE_BYTES,
+    KernelIR,
+    LaunchScalar,
+    TmaLoad,
+    TmaStore,
+    swizzle_panel,
+    walk,
+)
 
 #: The C type of a tensor-map parameter: `struct alignas(64) TensorMap { unsigned long long
 #: bytes[16]; };` (the CUtensorMap), passed by value in the kernel's parameter space.
 TENSOR_MAP_CTYPE = "const __grid_constant__ TensorMap"
+#: The C type of a launch scalar the kernel divides by (tiledsl.passes.launch_scalars):
+#: `struct Divisor { int value; unsigned multiplier, shift; }`, 12 bytes by value.
+DIVISOR_CTYPE = "const Divisor"
+
+#: How a C++ caller fills a Divisor (tiledsl.ir.divisors).
+DIVISOR_RECIPE = (
+    "value d; shift = ceil(log2 d); multiplier = floor(2^32 * (2^shift - d) / d) + 1 "
+    "(d = 0: multiplier = shift = 0); the kernel computes n / d as "
+    "(umulhi(n, multiplier) + n) >> shift"
+)
 
 
 @dataclass(frozen=True)
@@ -134,6 +156,17 @@ class Launch:
     # `workspace` (PARTIAL_FLOATS f32 per block) and `flags` (one per block, zero) arguments
     stream_k: bool = False
     partial_floats: int = 0
+    # grid-wide values computed per launch, in order (tiledsl.passes.launch_scalars): the
+    # tile counts first, then the kernel's; those passed are parameters after the sizes
+    scalars: tuple[LaunchScalar, ...] = ()
+
+    def scalar_values(self, sizes: dict[str, int], grid_x: int) -> dict[str, int]:
+        """The launch scalars at these sizes on a grid of `grid_x` blocks (the env they were
+        computed in included: the sizes and `blocks`)."""
+        env = {**sizes, "blocks": grid_x // self.cluster_size}
+        for v in self.scalars:
+            env[v.var] = int(evaluate(v.value, env, int32=True))
+        return env
 
     def blocks(self, sizes: dict[str, int]) -> int:
         """The tiles of one product: the blocks along x, unless the launch is persistent."""
@@ -202,6 +235,23 @@ class Launch:
             "block": {"x": self.threads, "y": 1, "z": 1},
             "dynamic_shared_memory_bytes": self.smem_bytes,
             "args": [list(a) for a in self.args],
+            **(
+                {
+                    "launch_scalars": [
+                        {
+                            "name": v.var,
+                            "value": "blocks: grid_x / cluster x"
+                            if v.value == Var(v.var)
+                            else to_c(v.value, named=False),
+                            "passed": v.passed,
+                        }
+                        for v in self.scalars
+                    ],
+                    "divisor": DIVISOR_RECIPE,
+                }
+                if self.scalars
+                else {}
+            ),
             **(
                 {"tensor_maps": [t.to_json() for t in self.tensor_maps], "staging": STAGING}
                 if self.tensor_maps
@@ -273,6 +323,12 @@ def launch_of(kernel: KernelIR) -> Launch:
         # persistent stream_k: the partial sums and the flags that hand them over
         *((("workspace", "float*"), ("flags", "unsigned*")) if kernel.stream_k else ()),
         *((name, "int") for name in g.size_args),
+        # launch-scalars: what the host computes per launch and the kernel reads
+        *(
+            (v.var, DIVISOR_CTYPE if v.passed == "divisor" else "int")
+            for v in kernel.launch_scalars
+            if v.passed != "host"
+        ),
         # `epilogue alpha runtime`, `beta runtime`: the values each launch passes
         *((name, "float") for name in runtime_scalars(kernel)),
     )
@@ -292,4 +348,17 @@ def launch_of(kernel: KernelIR) -> Launch:
         partial_floats=kernel.schedule.block[0] * kernel.schedule.block[1]
         if kernel.stream_k
         else 0,
+        scalars=_scalars(kernel),
     )
+
+
+def _scalars(kernel: KernelIR) -> tuple[LaunchScalar, ...]:
+    """The kernel's launch scalars after the tile counts they may read (each a host step
+    unless the kernel takes it)."""
+    if not kernel.launch_scalars:
+        return ()
+    own = {v.var for v in kernel.launch_scalars}
+    counts = tuple(
+        LaunchScalar(name, e, "host") for name, e in grid_vars(kernel).items() if name not in own
+    )
+    return counts + kernel.launch_scalars

@@ -127,6 +127,8 @@ class WgmmaLowering(PathLowering):
             out += [hopper.STORE_HELPERS, ""]
         if any(k.stream_k for k in kernels):
             out += [hopper.STREAM_K_HELPERS, ""]
+        if any(v.passed == "divisor" for k in kernels for v in k.launch_scalars):
+            out += [hopper.DIVISOR_HELPERS, ""]
         for n, inputs in sorted({(k.schedule.mma[1], k.gemm.a.dtype) for k in kernels}):
             out += [
                 f"// wgmma m64n{n}k16, {inputs} inputs, f32 accumulators",

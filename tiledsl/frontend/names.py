@@ -54,7 +54,7 @@ GENERATED = frozenset(
     tma_store_commit tma_store_wait_read stmatrix_x4 pack_f16x2 pack_bf16x2 __nv_bfloat162
     cluster_sync tma_load_2d_multicast mbarrier_arrive_remote signal_flag wait_flag
     named_barrier __stcg __ldcg make_float4 float4
-    __floats2bfloat162_rn __half2 __floats2half2_rn"""
+    __floats2bfloat162_rn __half2 __floats2half2_rn Divisor __umulhi"""
     # the kernel's constants (its `NAME_schedule` namespace)
     """ BM BN BK MMA_M MMA_N MMA_K WARPS_M WARPS_N WARP_SIZE THREADS GROUP_M PANEL_N ALPHA
     BETA Cs CS_ROWS CS_COLS CS_PITCH STAGES STAGE_BYTES STORE_COLUMNS PRODUCER_REGISTERS
@@ -74,7 +74,7 @@ GENERATED_LOCALS = frozenset(
     r3 lo hi pair sr sc h er ec team turn rank crow ccol ctiles_m ctiles_n cbm cbn row_mask
     column_mask mask remote workspace flags flag set threads k_steps last_wave sk_tiles dp_tiles
     dp_rounds sk_steps workers slices sk_first sk_last u k_lo k_hi partial sum sk_blocks sk_quotient
-    sk_remainder""".split()
+    sk_remainder value multiplier shift""".split()
 )
 
 #: Locals declared `extern` (the dynamic shared memory): they have linkage, so they may not

@@ -25,8 +25,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..emit.launch import TENSOR_MAP_CTYPE, Launch
+from ..emit.launch import DIVISOR_CTYPE, TENSOR_MAP_CTYPE, Launch
 from ..errors import ToolchainError
+from ..ir.divisors import divisor_bytes
 from ..ir.epilogue import CHECK_VALUES
 from . import cache, staging, tensor_maps
 from .toolchain import cuda_roots
@@ -298,6 +299,8 @@ MAX_BUILT = 1024
 
 #: The kinds of a kernel parameter, as the launcher fills it at each call.
 _POINTER, _SIZE, _MAP, _SCRATCH, _SCALAR = "pointer", "size", "map", "scratch", "scalar"
+#: A launch scalar (tiledsl.passes.launch_scalars): an int, or a Divisor's 12 bytes.
+_LAUNCH_INT, _DIVISOR = "launch int", "divisor"
 
 
 class Launcher:
@@ -342,6 +345,7 @@ class Launcher:
                 "workspace": cupy.empty(blocks * launch.partial_floats, cupy.float32),
                 "flags": cupy.zeros(blocks, cupy.uint32),
             }
+        self._launch_scalars = {v.var for v in launch.scalars}
         self.params = [(self._kind(name, ctype), name) for name, ctype in launch.args]
         self._block, self._shared = (launch.threads,), launch.smem_bytes
         # the grid and the arguments (tensor maps encoded) by the addresses and sizes they
@@ -353,6 +357,10 @@ class Launcher:
         operand's address, or a size."""
         if ctype == TENSOR_MAP_CTYPE:
             return _MAP
+        if ctype == DIVISOR_CTYPE:
+            return _DIVISOR
+        if name in self._launch_scalars:
+            return _LAUNCH_INT
         if name in self.scratch:
             return _SCRATCH
         if ctype == "float":  # an epilogue's runtime alpha or beta
@@ -398,12 +406,19 @@ class Launcher:
             s.param: (s, pointers[s.operand], self.stager.buffer(s))
             for s in staging.plan(self.launch, dims)
         }
+        grid = self.launch.grid_dims(dims, self.sms)
+        # what the host computes once per launch for the kernel (tiledsl.passes.launch_scalars)
+        scalars = self.launch.scalar_values(dims, grid[0]) if self.launch.scalars else {}
         args: list = []
         for kind, name in self.params:
             if kind is _POINTER:
                 args.append(np.uint64(pointers[name]))
             elif kind is _SIZE:
                 args.append(np.int32(sizes[name]))
+            elif kind is _LAUNCH_INT:
+                args.append(np.int32(scalars[name]))
+            elif kind is _DIVISOR:  # passed by value, as the tensor maps' bytes are
+                args.append(np.frombuffer(divisor_bytes(scalars[name]), dtype="V12")[0])
             elif kind is _MAP and name in staged:  # the map reads (or writes) the copy
                 s, _, copy = staged[name]
                 args.append(tensor_maps.encode(self.maps[name], copy, dims, s.pitch))
@@ -414,4 +429,4 @@ class Launcher:
                 args.append(np.float32(sizes.get(name, CHECK_VALUES[name])))
             else:
                 args.append(self.scratch[name])
-        return self.launch.grid_dims(dims, self.sms), tuple(args), tuple(staged.values())
+        return grid, tuple(args), tuple(staged.values())

@@ -358,6 +358,9 @@ class _Interpreter:
             else:  # stream-K shares the tiles among every block, however few the tiles
                 blocks = default if self.kernel.stream_k else min(tiles, default)
             grid["blocks"] = blocks
+        # what the host computes once per launch (tiledsl.passes.launch_scalars), in order
+        for v in self.kernel.launch_scalars:
+            grid[v.var] = checked_int(v.value, {**self.sizes, **grid}, v.var)
         if blocks * size > INT32[1]:
             raise InterpreterError(
                 f"{blocks * size} blocks: more than the grid's x axis (blockIdx.x)"

@@ -1,7 +1,9 @@
 """The tiledsl IR: one kernel as a frozen tree of tiles, fragments, loops and barriers.
 
     KernelIR  = name, Gemm (operands, sizes, op), Schedule, Target,
-                warps (WM x WN of warp_width lanes), SharedBuffer*, Fragment*, body: Stmt*
+                warps (WM x WN of warp_width lanes), SharedBuffer*, Fragment*, body: Stmt*,
+                LaunchScalar* (var = value, computed by the host per launch; passed as an
+                int, as a Divisor, or not at all)
     Stmt      = For(var, start, stop, step, body, unroll)
               | Copy(dst: Tile, src: Tile, vector, by: block|warp, mode: sync|async, guard)
               | Fill(frag, value)
@@ -53,12 +55,14 @@ Nodes are frozen; passes build new trees with `dataclasses.replace`. Locations
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, TypeGuard
 
 from ..errors import NOWHERE, Loc
 from .dtypes import C_TYPES, DTYPE_BYTES, DTypeName  # noqa: F401 (sizes, C names)
-from .expr import ZERO, Expr, floordiv, lift, mod, mul, to_c, xor
+from .expr import ZERO, BinOp, Expr, floordiv, lift, mod, mul, to_c, xor
 from .gemm import Gemm, Layout
 from .schedule import CopyMode, Schedule
 from .targets import Target
@@ -70,6 +74,7 @@ if TYPE_CHECKING:
 # (stream-K's fix-up) every consumer warpgroup of the block, a named barrier without the
 # producer
 BarrierScope = Literal["block", "warp", "cluster", "consumers"]
+Passed = Literal["int", "divisor", "host"]  # how a LaunchScalar reaches the kernel
 # A TMA load's destinations in a thread-block cluster: the issuing block alone, or every
 # block of its cluster row (same bm: they share A's tile) or cluster column (same bn: B's)
 Multicast = Literal["", "row", "column"]
@@ -504,6 +509,22 @@ class Let:
 
 
 @dataclass(frozen=True)
+class LaunchScalar:
+    """A grid-wide value the host computes once per launch (tiledsl.passes.launch_scalars),
+    over the size parameters, the tile counts, the launch's `blocks` and the scalars
+    before it; what the kernel would otherwise compute in every block, dividing at run time.
+
+    `passed`: "int" (a kernel parameter), "divisor" (a `Divisor` parameter: the value with
+    its multiply-shift constants, tiledsl.ir.divisors, because the kernel divides by it) or
+    "host" (a step of the host's towards the others only). `blocks` itself is the launch's
+    grid (in clusters: its clusters), its value the launcher's: `value` is Var("blocks")."""
+
+    var: str
+    value: Expr
+    passed: Passed
+
+
+@dataclass(frozen=True)
 class Role:
     """One side of a warp-specialized block: its body and the registers per thread it asks
     for (setmaxnreg). The producer's statements are issued by one elected thread."""
@@ -582,6 +603,8 @@ class KernelIR:
     # The guarded twin for sizes that are not multiples of the block tile (tiledsl.lowering.edges);
     # this kernel, unguarded, is the fast path for sizes that are.
     edge: KernelIR | None = None
+    # grid-wide values the host computes per launch, in order (tiledsl.passes.launch_scalars)
+    launch_scalars: tuple[LaunchScalar, ...] = ()
 
     @property
     def warp_count(self) -> int:
@@ -793,3 +816,29 @@ def map_body(body: tuple[Stmt, ...], fn) -> tuple[Stmt, ...]:
         result = fn(s)
         out.extend(result if isinstance(result, tuple) else (result,))
     return tuple(out)
+
+
+def expressions(node) -> Iterator[Expr]:
+    """Every index expression in statements (loop bounds, tiles, conditions, Lets, ...)
+    and every sub-expression of each."""
+    if isinstance(node, Expr):
+        yield node
+        if isinstance(node, BinOp):
+            yield from expressions(node.lhs)
+            yield from expressions(node.rhs)
+    elif isinstance(node, tuple):
+        for item in node:
+            yield from expressions(item)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for f in dataclasses.fields(node):
+            yield from expressions(getattr(node, f.name))
+
+
+def with_launch_scalars(kernel: KernelIR, env: dict) -> dict:
+    """`env` (the sizes, the tile counts, `blocks`) with the kernel's launch scalars added,
+    as the host computes them (tiledsl.passes.launch_scalars): where a model runs the body."""
+    from .expr import evaluate
+
+    for v in kernel.launch_scalars:
+        env[v.var] = evaluate(v.value, env)
+    return env

@@ -14,7 +14,7 @@ Only the kernel decides the text: no addresses, no dict ordering, no salted hash
 
 from __future__ import annotations
 
-from .expr import Expr, to_c
+from .expr import Expr, Var, to_c
 from .nodes import (
     Arrive,
     AsyncCommit,
@@ -83,6 +83,9 @@ def print_ir(kernel: KernelIR) -> str:
         )
     elif kernel.persistent:
         lines.append("  persist  gridDim.x blocks (the SM count), each looping over tiles")
+    for v in kernel.launch_scalars:
+        value = "the launch's grid" if v.value == Var(v.var) else _e(v.value)
+        lines.append(f"  scalar   {v.var} = {value}  # host, per launch; {PASSED[v.passed]}")
     if kernel.cluster_size > 1:
         cm, cn = kernel.cluster
         lines.append(f"  cluster  {cm} x {cn} blocks: B's tiles multicast along M, A's along N")
@@ -117,6 +120,14 @@ def print_ir(kernel: KernelIR) -> str:
     lines.append("  body")
     _body(kernel.body, 2, lines)
     return "\n".join(lines) + "\n"
+
+
+#: How a launch scalar reaches the kernel, as the IR text says it.
+PASSED = {
+    "int": "passed as an int",
+    "divisor": "passed as a Divisor (n / d: a multiply-high and a shift)",
+    "host": "not passed: a step towards the others",
+}
 
 
 def _swizzle(kernel: KernelIR) -> str:

@@ -77,7 +77,8 @@ def verify(kernel: KernelIR, after: str = "lower") -> None:
         "warp": (0, kernel.consumer_warps - 1),
         "team": (0, kernel.teams - 1),
     }
-    sizes = set(kernel.gemm.size_args)
+    # the size parameters and what the host computes from them per launch
+    sizes = set(kernel.gemm.size_args) | {v.var for v in kernel.launch_scalars}
 
     def problem(msg: str) -> None:
         errs.add(

@@ -97,6 +97,7 @@ from ..ir.nodes import (
     buffer_offsets,
     map_body,
     walk,
+    with_launch_scalars,
 )
 from ..ir.printer import print_ir, stmt_text
 from .hazards import SyncDecision, tile_bytes
@@ -528,6 +529,7 @@ def _sizes(kernel: KernelIR):
             env["bz"] = 0
         for name, e in grid_vars(kernel).items():
             env[name] = int(evaluate(e, env))
+        with_launch_scalars(kernel, env)
         who = "one block" if cm * cn == 1 else f"one cluster of {cm} x {cn} blocks"
         if blocks > 1:
             who = f"{'block' if cm * cn == 1 else 'cluster'} {pid} of {blocks}"

@@ -30,6 +30,7 @@ class Pass:
 
 def _registry() -> tuple[Pass, ...]:
     from .fragment_buffering import fragment_buffering
+    from .launch_scalars import launch_scalars
     from .multi_buffering import multi_buffering
     from .padding import padding
     from .smem_tiling import smem_tiling
@@ -104,6 +105,14 @@ def _registry() -> tuple[Pass, ...]:
             lambda s: s.warp_specialize,
             "hands the copies to a producer warpgroup (TMA, mbarrier stages); the warps "
             "compute; with persistent, each block loops over tiles",
+        ),
+        Pass(
+            "launch-scalars",
+            "persistent",
+            launch_scalars,
+            lambda s: s.persistent,
+            "computes the tile loop's grid-wide values on the host, once per launch; "
+            "divides by them with a multiply and a shift",
         ),
     )
 

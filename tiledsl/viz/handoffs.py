@@ -45,6 +45,7 @@ from ..ir.nodes import (
     Wait,
     is_loop,
     walk,
+    with_launch_scalars,
 )
 from ..ir.printer import stmt_text
 from . import style
@@ -152,6 +153,8 @@ def _trace_role(kernel: KernelIR, role: str, body: tuple[Stmt, ...], steps: int,
     sizes = kernel.gemm.size_env(kernel.schedule.block[0], kernel.schedule.block[1], 64 * bk)
     for q in range(steps):
         env = {**sizes, "tl": 0, k_loop.var: q, "pid": 0, "blocks": 1, "tiles": 1}
+        env.update({"tiles_m": 1, "tiles_n": 1, "ctiles_m": 1, "ctiles_n": 1})
+        with_launch_scalars(kernel, env)
         _trace_body(k_loop.body, env, role, q, trace)
 
 

@@ -33,6 +33,7 @@ from ..ir.nodes import (
     SharedTile,
     Tile,
     TmaLoad,
+    with_launch_scalars,
 )
 from ..models.banks import tile_buffers
 from . import style
@@ -282,6 +283,7 @@ def trace_pipeline(kernel: KernelIR, buffers: list[str], steps: int) -> list[Col
     env.update({"ctiles_m": 1, "ctiles_n": 1, "rank": 0, "crow": 0, "ccol": 0})  # clusters
     if kernel.teams > 1:
         env["team"] = 0
+    with_launch_scalars(kernel, env)
     slots = _Slots()
     columns: list[Column] = []
     loose = Column("outside loops")
