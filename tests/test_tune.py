@@ -496,6 +496,23 @@ def test_a_set_of_wgmma_shapes_pairs_each_block_with_the_instructions_that_fill_
     assert reason is not None and reason.startswith("small_m_space.tile:")
 
 
+def test_a_cluster_wider_than_the_tiles_of_c_is_pruned_at_that_size() -> None:
+    """Blocks of a cluster past C's edge compute nothing: no point to time at that size."""
+    text = (ROOT / "examples" / "spaces" / "small_m_cluster_space.tile").read_text()
+    by_label = {p.label: p for p in expand(parse(text, "small_m_cluster_space.tile"))}
+    along_m = by_label["block 64 x 128 x 64, mma m64n128k16, stages 6, cluster 2 x 1"]
+    # 64 tokens are one 64-row tile: the cluster's second block row would be idle
+    assert verdict(along_m.program, (64, 12288, 4096)).reason == (
+        "at 64x12288x4096: cluster 2 x 1: M = 64 is 1 block tile(s) of 64, so 1 of the "
+        "cluster's 2 blocks along M would compute nothing"
+    )
+    assert verdict(along_m.program, (128, 12288, 4096)).reason is None
+    along_n = by_label["block 64 x 192 x 64, mma m64n192k16, stages 6, cluster 1 x 4"]
+    reason = verdict(along_n.program, (128, 500, 4096)).reason
+    assert reason is not None and "N = 500 is 3 block tile(s) of 192, so 1 of" in reason
+    assert verdict(along_n.program, (128, 769, 4096)).reason is None  # 5 tiles, the last partial
+
+
 SPACES = sorted((ROOT / "examples" / "spaces").glob("*.tile"))
 
 

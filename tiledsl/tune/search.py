@@ -96,8 +96,24 @@ def verdicts_at(program: Program, sizes: list[Size | None]) -> list[Verdict]:
         except SizeError as err:
             out.append(Verdict(f"at {size_text(size)}: {err}", size, kernel.target.vendor))
             continue
-        out.append(Verdict(None, size, kernel.target.vendor))
+        idle = idle_cluster_blocks(kernel, size)
+        out.append(Verdict(idle and f"at {size_text(size)}: {idle}", size, kernel.target.vendor))
     return out
+
+
+def idle_cluster_blocks(kernel, size: Size) -> str | None:
+    """Why a cluster wider than C's tiles along M or N is no point to time at `size`: its
+    blocks past C's edge run their pipeline on zero-filled loads and store nothing, so the
+    same point with the cluster cut to C's tiles does all the work with fewer blocks."""
+    for axis, parts, extent, tile in zip("MN", kernel.cluster, size, kernel.schedule.block):
+        tiles = -(-extent // tile)
+        if parts > tiles:
+            return (
+                f"cluster {kernel.cluster[0]} x {kernel.cluster[1]}: {axis} = {extent} is "
+                f"{tiles} block tile(s) of {tile}, so {parts - tiles} of the cluster's {parts} "
+                f"blocks along {axis} would compute nothing"
+            )
+    return None
 
 
 def brief(err: TileError) -> str:
