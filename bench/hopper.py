@@ -1,6 +1,6 @@
 """The Hopper rungs (examples/hopper/) against cuBLAS and Triton, at the shapes of issue 17.
 
-    python3 bench/hopper.py [--size MxNxK ...] [--repeat N] [--out PATH.json]
+    python3 bench/hopper.py [--size MxNxK ...] [--repeat N] [--rounds R] [--out PATH.json]
                             [--only] [FILE.tile ...]
 
 Times every rung under examples/hopper/ (its few-token schedules aside) and any FILE given
@@ -165,6 +165,12 @@ def main() -> None:
     p.add_argument("--only", action="store_true", help="time the FILEs given, not examples/hopper/")
     p.add_argument("--size", action="append", metavar="MxNxK", help="repeatable")
     p.add_argument("--repeat", type=int, default=30, help="timed runs per row (default 30)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="time each row and its baselines this many times, taking turns (default 1)",
+    )
     p.add_argument("--out", default=None, help="JSON path (default bench/results/hopper-GPU-DATE)")
     p.add_argument(
         "--bf16", action="store_true", help="also time each schedule with bf16 A, B and C"
@@ -179,7 +185,7 @@ def main() -> None:
     args = p.parse_args()
     files = ([] if args.only else ladder_rungs()) + [Path(f) for f in args.files]
     sizes = [parse_size(s) for s in (args.size or SIZES)]
-    settings = bench.Settings(repeat=args.repeat, warmup=5, data=args.data)
+    settings = bench.Settings(repeat=args.repeat, warmup=5, data=args.data, rounds=args.rounds)
     entries = [(f.stem, str(f)) for f in files]
     if args.bf16:
         folder = Path(tempfile.mkdtemp(prefix="hopper-bf16-"))

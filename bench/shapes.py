@@ -2,7 +2,7 @@
 Triton, and against the memory bound where few rows make the product a read of the weights.
 
     python3 bench/shapes.py [FILE.tile ...] [--swapped FILE.tile ...] [--m 1 16 ...]
-                            [--sizes SUITE] [--repeat N] [--data ints|normal]
+                            [--sizes SUITE] [--repeat N] [--rounds R] [--data ints|normal]
                             [--out PATH.json] [--plot PATH.png]
     python3 bench/shapes.py --from-json RUN.json ... [--out PATH.json] [--plot PATH.png]
 
@@ -290,6 +290,12 @@ def main() -> None:
     p.add_argument("--m", type=int, nargs="+", metavar="M", help=f"tokens (default {TOKENS})")
     p.add_argument("--sizes", metavar="SUITE", help="a file of shapes, one MxNxK a line")
     p.add_argument("--repeat", type=int, default=30, help="timed runs per row (default 30)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="time each row and its baselines this many times, taking turns (default 1)",
+    )
     p.add_argument("--data", choices=DATA_KINDS, default="ints", help="the timed operands")
     p.add_argument("--out", default=None, help="JSON path (default bench/results/shapes-GPU-DATE)")
     p.add_argument("--plot", default=None, help="draw TFLOP/s and memory throughput against M")
@@ -337,7 +343,7 @@ def main() -> None:
         plan += [([Path(f) for f in args.swapped], sizes, True)] * bool(args.swapped)
     else:
         plan = default_plan(sizes)
-    settings = bench.Settings(repeat=args.repeat, warmup=5, data=args.data)
+    settings = bench.Settings(repeat=args.repeat, warmup=5, data=args.data, rounds=args.rounds)
     bandwidth = copy_bandwidth()
     rows = []
     for files, at, swapped in plan:

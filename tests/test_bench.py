@@ -128,6 +128,33 @@ def test_time_calls_refuses_nothing_to_time() -> None:
         timing.time_calls([], FakeClock({}), repeat=3)
 
 
+def test_time_rounds_takes_turns_and_keeps_the_median_of_each_rounds_median() -> None:
+    """Round r starts at list r: the kernel and its baseline alternate who goes first."""
+    clock = FakeClock({0: 1.0, 1: 2.0, 2: 5.0})
+    kernel, baseline = [clock.call(0)], [clock.call(1), clock.call(2)]
+    got = timing.time_rounds([kernel, baseline], clock, 3, warmup=0, repeat=3, set_bytes=8)
+    firsts = [clock.log[i + 1] for i, e in enumerate(clock.log) if e == "hold"]
+    assert firsts == ["call 0", "call 1", "call 1", "call 0", "call 0", "call 1"]
+    mine, theirs = got
+    assert mine.round_medians_ms == pytest.approx((1.0, 1.0, 1.0))
+    assert mine.median_ms == pytest.approx(1.0)
+    # the baseline's runs take its two sets in turn (2, 5, 2 ms): 2 ms per round
+    assert theirs.round_medians_ms == pytest.approx((2.0, 2.0, 2.0))
+    assert (theirs.min_ms, theirs.max_ms) == pytest.approx((2.0, 5.0))
+    assert (theirs.runs, theirs.sets) == (9, 2)
+    assert "median of 3 rounds' medians, 3 runs each, over 2 input set(s)" in theirs.describe()
+    assert theirs.to_json()["round_medians_ms"] == pytest.approx([2.0, 2.0, 2.0])
+
+
+def test_one_round_is_time_calls() -> None:
+    clock = FakeClock({0: 1.0, 1: 3.0})
+    (t,) = timing.time_rounds([[clock.call(0), clock.call(1)]], clock, warmup=0, repeat=4)
+    assert t.round_medians_ms == () and t.median_ms == pytest.approx(2.0)
+    assert "round_medians_ms" not in t.to_json() and "median of 4 runs" in t.describe()
+    with pytest.raises(ValueError):
+        timing.time_rounds([[clock.call(0)]], clock, 0)
+
+
 def make_rows() -> list[Row]:
     size = (4096, 4096, 4096)
     passed = [Check("exact oracle", True, "bit-exact"), Check("statistical oracle", True, "0.003")]
@@ -279,11 +306,13 @@ def test_bench_writes_table_json_and_plot(capsys, examples_dir, tmp_path, fake_g
     r = cli(argv, capsys)
     assert r.code == 2  # 2048^3 is not a size
     argv = argv[:-1] + ["2048x2048x2048", "--json", out_json, "--plot", out_png, "--no-triton"]
-    r = cli([*argv, "--repeat", "20", "--no-cache"], capsys)
+    r = cli([*argv, "--repeat", "20", "--no-cache", "--rounds", "3"], capsys)
     assert r.code == 0, r.err
     assert fake_gpu["sizes"] == [(4096, 4096, 4096), (2048, 2048, 2048)]
     settings = fake_gpu["settings"]
     assert settings.repeat == 20 and not settings.use_cache and settings.baselines == ("cublas",)
+    assert settings.rounds == 3
+    assert json.loads(out_json.read_text())["settings"]["rounds"] == 3
     assert "TFLOP/s" in r.out and "note: cuBLAS: cupy.matmul" in r.out
     assert json.loads(out_json.read_text())["device"] == {"name": "Fake GPU"}
     assert out_png.read_bytes()[:4] == b"\x89PNG"

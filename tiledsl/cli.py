@@ -226,6 +226,13 @@ def _gpu_commands(sub) -> None:
     b.add_argument(
         "--warmup", type=_count(0, 100_000), default=10, help="untimed runs first (default: 10)"
     )
+    b.add_argument(
+        "--rounds",
+        type=_count(1, 100),
+        default=1,
+        help="time each row and its baselines this many times, taking turns; a row's time is "
+        "the median of its rounds' medians (default: 1)",
+    )
     b.add_argument("--seed", type=_seed, help="seed for the random inputs (default: fresh)")
     b.add_argument(
         "--data",
@@ -537,6 +544,7 @@ def _bench(args) -> int:
         use_cache=not args.no_cache,
         baselines=("cublas",) if args.no_triton else ("cublas", "triton"),
         data=args.data,
+        rounds=args.rounds,
     )
     entries = [(Path(name).stem, name)]
     try:

@@ -43,6 +43,7 @@ class Settings:
     use_cache: bool = True
     baselines: tuple[str, ...] = ("cublas", "triton")
     data: str = "ints"  # what the timed operands hold (tiledsl.gpu.timing.DATA_KINDS)
+    rounds: int = 1  # each row and its baselines timed this often, interleaved (time_rounds)
 
 
 @dataclass
@@ -176,7 +177,7 @@ def measure(
 
 def measure_row(mine: Row, kernel, launch, module, baselines, settings, bar) -> list[Row]:
     from ..gpu import runtime
-    from ..gpu.timing import CudaClock, rotated_sets, time_calls
+    from ..gpu.timing import CudaClock, rotated_sets, time_rounds
     from ..lowering.edges import variant
     from .run import Report, check_size, gpu_checks, kernel_calls
 
@@ -192,9 +193,9 @@ def measure_row(mine: Row, kernel, launch, module, baselines, settings, bar) -> 
     mine.checks = report.checks
     mine.notes += report.lines
     sets, set_bytes = rotated_sets(size, settings.seed, settings.data)
-    timing = dict(warmup=settings.warmup, repeat=settings.repeat, set_bytes=set_bytes)
-    if mine.ok:
-        mine.timing = time_calls(kernel_calls(kernel, run, sizes, size, sets), clock, **timing)
+    # every row that passed its checks, timed after all the checks: with rounds, the kernel
+    # and its baselines take turns (time_rounds), so they share the GPU's passing state
+    timed = [(mine, kernel_calls(kernel, run, sizes, size, sets))] if mine.ok else []
     rows = [mine]
     for baseline in baselines:
         bar.step(f"{baseline.name} {size_label(size)}")
@@ -210,8 +211,17 @@ def measure_row(mine: Row, kernel, launch, module, baselines, settings, bar) -> 
             continue
         row.checks = baseline_checks(kernel.gemm, baseline, used)
         if row.ok:
-            calls = baseline.calls(kernel.gemm, size, sets)
-            row.timing = time_calls(calls, clock, **timing)
+            timed.append((row, baseline.calls(kernel.gemm, size, sets)))
+    timings = time_rounds(
+        [calls for _, calls in timed],
+        clock,
+        settings.rounds,
+        warmup=settings.warmup,
+        repeat=settings.repeat,
+        set_bytes=set_bytes,
+    )
+    for (row, _), timing in zip(timed, timings):
+        row.timing = timing
     cublas_ms = next((r.ms for r in rows if r.kind == "cublas"), None)
     for row in rows:
         row.cublas_ms = cublas_ms
@@ -291,6 +301,7 @@ def record(rows: list[Row], settings: Settings, device: dict | None = None) -> d
             "timing": "CUDA events around each run, after warm-up, behind a hold kernel; median",
             "rotation": "inputs rotated among sets whose A and B exceed 2 x L2",
             "data": settings.data,
+            "rounds": settings.rounds,
         },
         "notes": list(NOTES),
         "rows": [r.to_json() for r in rows],

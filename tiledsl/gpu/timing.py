@@ -49,13 +49,19 @@ class Timing:
     runs: int
     sets: int  # input sets rotated through
     set_bytes: int  # bytes of A and B in one set
+    round_medians_ms: tuple[float, ...] = ()  # `time_rounds`: each round's median
 
     def describe(self) -> str:
-        """`median of 30 runs over 7 input sets (112 MiB of A and B)`."""
+        """`median of 30 runs over 7 input sets (112 MiB of A and B)`; with rounds,
+        `median of 3 rounds' medians, 30 runs each, over ...`."""
         total = self.sets * self.set_bytes / 2**20
-        return (
-            f"median of {self.runs} runs over {self.sets} input set(s) ({total:.0f} MiB of A and B)"
+        rounds = len(self.round_medians_ms)
+        runs = (
+            f"{rounds} rounds' medians, {self.runs // rounds} runs each,"
+            if rounds > 1
+            else f"{self.runs} runs"
         )
+        return f"median of {runs} over {self.sets} input set(s) ({total:.0f} MiB of A and B)"
 
     def to_json(self) -> dict:
         return {
@@ -65,6 +71,7 @@ class Timing:
             "runs": self.runs,
             "input_sets": self.sets,
             "input_bytes": self.sets * self.set_bytes,
+            **({"round_medians_ms": list(self.round_medians_ms)} if self.round_medians_ms else {}),
         }
 
 
@@ -184,3 +191,42 @@ def time_calls(
     clock.synchronize()
     times = [clock.elapsed_ms(start, stop) for start, stop in events]
     return Timing(median(times), min(times), max(times), repeat, count, set_bytes)
+
+
+def time_rounds(
+    call_lists: Sequence[Sequence[Callable[[], object]]],
+    clock,
+    rounds: int = 1,
+    **options,
+) -> list[Timing]:
+    """`time_calls` of each list of calls, `rounds` times over, interleaved: round r times
+    every list once, starting at list r (mod their count), so that none is always timed
+    first or right after the same one. A list's timing is the median of its rounds'
+    medians, its min and max over every run. What this guards against: the GPU's clock
+    and temperature drift over seconds, and one row timed in a slow spell while the row
+    it is compared with (its cuBLAS) was timed in a fast one.
+    """
+    if rounds < 1:
+        raise ValueError("time_rounds needs at least one round")
+    count = len(call_lists)
+    per_list: list[list[Timing]] = [[] for _ in range(count)]
+    for r in range(rounds):
+        for i in [(r + j) % count for j in range(count)]:
+            per_list[i].append(time_calls(call_lists[i], clock, **options))
+    if rounds == 1:
+        return [timings[0] for timings in per_list]
+    return [_merged(timings) for timings in per_list]
+
+
+def _merged(timings: list[Timing]) -> Timing:
+    medians = tuple(t.median_ms for t in timings)
+    first = timings[0]
+    return Timing(
+        median(medians),
+        min(t.min_ms for t in timings),
+        max(t.max_ms for t in timings),
+        sum(t.runs for t in timings),
+        first.sets,
+        first.set_bytes,
+        medians,
+    )
