@@ -518,9 +518,10 @@ SPACES = sorted((ROOT / "examples" / "spaces").glob("*.tile"))
 
 @pytest.mark.slow
 @pytest.mark.parametrize("space", SPACES, ids=[p.name for p in SPACES])
-def test_every_shipped_space_leaves_points_to_time(space: Path, capsys) -> None:
-    """A tuning space in examples/spaces/ that prunes to nothing would tune nothing."""
-    r = cli(["tune", str(space), "--dry-run", "--jobs", "1"], capsys)
-    assert r.code == 0, r.err
-    summary = r.out.strip().splitlines()[-1]
-    assert summary.startswith("tune --dry-run: ") and " 0 to time" not in summary, summary
+def test_every_shipped_space_leaves_points_to_time(space: Path) -> None:
+    """A tuning space in examples/spaces/ that prunes to nothing would tune nothing: its
+    points, pruned as `tune --dry-run` prunes them (at the default size), until one is
+    left to time (the command's own dry run is tested above; this keeps CI from pruning
+    every point of every space)."""
+    points = expand(parse(space.read_text(), space.name))
+    assert any(verdict(point.program).reason is None for point in points), space.name
