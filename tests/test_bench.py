@@ -374,6 +374,23 @@ def test_measure_an_example_against_cublas(examples_dir: Path) -> None:
     assert rotated > 2 * l2_bytes() or mine.timing.sets == timing.MAX_SETS
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU visible to CuPy")
+def test_measure_in_rounds_times_every_row_each_round(examples_dir: Path) -> None:
+    rows = bench.measure(
+        [("hgemm", str(examples_dir / "hgemm.tile"))],
+        [(512, 512, 512)],
+        Settings(warmup=2, repeat=5, seed=3, rounds=3, baselines=("cublas",)),
+        progress=False,
+    )
+    mine, ref = rows
+    assert mine.status == ref.status == "PASS", bench.table(rows)
+    for row in rows:
+        assert len(row.timing.round_medians_ms) == 3 and row.timing.runs == 15
+        assert row.ms == pytest.approx(sorted(row.timing.round_medians_ms)[1])
+    assert bench.record(rows, Settings(rounds=3))["settings"]["rounds"] == 3
+
+
 def _best_script():
     import importlib.util
 
