@@ -47,6 +47,7 @@ from ..files import check_outputs, write_outputs
 from ..frontend.parser import parse
 from ..frontend.syntax import Program
 from ..ir.expr import Const
+from ..ir.nodes import KernelIR
 from ..progress import Progress
 from .record import Result, Size, entry, read_record, record_key, reusable, size_text, tflops
 from .space import Point, expand
@@ -101,7 +102,7 @@ def verdicts_at(program: Program, sizes: list[Size | None]) -> list[Verdict]:
     return out
 
 
-def idle_cluster_blocks(kernel, size: Size) -> str | None:
+def idle_cluster_blocks(kernel: KernelIR, size: Size) -> str | None:
     """Why a cluster wider than C's tiles along M or N is no point to time at `size`: its
     blocks past C's edge run their pipeline on zero-filled loads and store nothing, so the
     same point with the cluster cut to C's tiles does all the work with fewer blocks."""
