@@ -95,6 +95,39 @@ def test_clusters_are_exact_under_several_interleavings(cluster, tiles, steps, b
     assert stats.cluster_barriers == stats.blocks
 
 
+# the swapped few-token kernel (weights x tokens^T, K-contiguous B and a column-major C) with
+# 32 tokens a block: cuBLAS's form at 64 tokens (docs/performance.md, "What cuBLAS runs")
+SWAPPED = """\
+kernel swapped_cluster {
+    A: f16[M, K] row
+    B: f16[K, N] col
+    C: f16[M, N] col
+    C[m, n] = A[m, k] * B[k, n]
+
+    block   64 x 32 x 64
+    mma     m64n32k16
+    stages  3
+    copy    tma
+    warp_specialize
+    persistent
+    cluster 1 x 2
+    swizzle grouped 8
+    target  cuda sm_90
+}
+"""
+
+
+@pytest.mark.parametrize("cluster", ["1 x 2", "2 x 1"])
+@pytest.mark.parametrize("m, n, k", [(128, 64, 192), (200, 70, 130), (127, 61, 37)])
+def test_a_swapped_narrow_kernel_in_clusters_is_exact(cluster, m, n, k) -> None:
+    """B's lines are its 32 columns here (K-contiguous): two blocks along M multicast 16
+    lines each, two along N share A's 64 rows; partial tiles and cluster tiles past C."""
+    kern = compile_source(SWAPPED.replace("cluster 1 x 2", f"cluster {cluster}"), "s.tile")
+    check, stats = interpret_exact(kern.kernels[0], m, n, k, m + n, seed=k, schedules=2)
+    assert check.ok, check.detail
+    assert stats.cluster_barriers == stats.blocks
+
+
 @pytest.mark.parametrize("variant", ["not-persistent", "pingpong"])
 def test_clusters_without_a_tile_loop_and_with_two_teams(variant) -> None:
     k = kernel("2 x 2", variant)
