@@ -138,6 +138,17 @@ def default_out(name: str) -> Path:
     return ROOT / "bench" / "results" / f"{name}-{gpu}-{datetime.date.today()}.json"
 
 
+def timing_arguments(p: argparse.ArgumentParser) -> None:
+    """--repeat and --rounds, as bench/hopper.py and bench/shapes.py take them."""
+    p.add_argument("--repeat", type=int, default=30, help="timed runs per row (default 30)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="time each row and its baselines this many times, taking turns (default 1)",
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from best import ROOT, best_at, default_out
+from best import ROOT, best_at, default_out, timing_arguments
 
 from tiledsl.commands import bench
 from tiledsl.commands.run import parse_size
@@ -164,13 +164,7 @@ def main() -> None:
     p.add_argument("files", nargs="*", help="more .tile files to time beside examples/hopper/")
     p.add_argument("--only", action="store_true", help="time the FILEs given, not examples/hopper/")
     p.add_argument("--size", action="append", metavar="MxNxK", help="repeatable")
-    p.add_argument("--repeat", type=int, default=30, help="timed runs per row (default 30)")
-    p.add_argument(
-        "--rounds",
-        type=int,
-        default=1,
-        help="time each row and its baselines this many times, taking turns (default 1)",
-    )
+    timing_arguments(p)
     p.add_argument("--out", default=None, help="JSON path (default bench/results/hopper-GPU-DATE)")
     p.add_argument(
         "--bf16", action="store_true", help="also time each schedule with bf16 A, B and C"

@@ -43,7 +43,7 @@ import math
 import sys
 from pathlib import Path
 
-from best import ROOT, best_at, default_out
+from best import ROOT, best_at, default_out, timing_arguments
 
 from tiledsl.commands import bench
 from tiledsl.gpu.timing import DATA_KINDS
@@ -289,13 +289,7 @@ def main() -> None:
     p.add_argument("files", nargs="*", help=".tile files to time (default: default_plan())")
     p.add_argument("--m", type=int, nargs="+", metavar="M", help=f"tokens (default {TOKENS})")
     p.add_argument("--sizes", metavar="SUITE", help="a file of shapes, one MxNxK a line")
-    p.add_argument("--repeat", type=int, default=30, help="timed runs per row (default 30)")
-    p.add_argument(
-        "--rounds",
-        type=int,
-        default=1,
-        help="time each row and its baselines this many times, taking turns (default 1)",
-    )
+    timing_arguments(p)
     p.add_argument("--data", choices=DATA_KINDS, default="ints", help="the timed operands")
     p.add_argument("--out", default=None, help="JSON path (default bench/results/shapes-GPU-DATE)")
     p.add_argument("--plot", default=None, help="draw TFLOP/s and memory throughput against M")
