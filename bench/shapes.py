@@ -5,6 +5,7 @@ Triton, and against the memory bound where few rows make the product a read of t
                             [--sizes SUITE] [--repeat N] [--rounds R] [--data ints|normal]
                             [--out PATH.json] [--plot PATH.png]
     python3 bench/shapes.py --from-json RUN.json ... [--out PATH.json] [--plot PATH.png]
+                            (where runs share a shape, the last run given counts there)
 
 The shapes: M x N x K for M in 1, 16, 64, 128, 256, 512, 1000, 2048, 8192 tokens (`--m`)
 and the projections N x K = 12288 x 4096 (q, k, v), 4096 x 4096 (o), 22016 x 4096 (gate,
@@ -43,7 +44,7 @@ import math
 import sys
 from pathlib import Path
 
-from best import ROOT, best_at, default_out, timing_arguments
+from best import ROOT, TUNED, best_at, default_out, timing_arguments
 
 from tiledsl.commands import bench
 from tiledsl.gpu.timing import DATA_KINDS
@@ -57,25 +58,51 @@ PROJECTIONS = ((12288, 4096), (4096, 4096), (22016, 4096), (4096, 11008))
 #: bench/suites/llama2_7b_few_tokens.txt -o FEW_TOKENS` has written them.
 MANY_TOKENS = (
     ROOT / "examples" / "hopper" / "stream_k.tile",
-    ROOT / "examples" / "tuned" / "hopper_tuned_192.tile",
+    TUNED / "hopper_tuned_192.tile",
 )
-FEW_TOKENS = ROOT / "examples" / "tuned" / "small_m.tuned.tile"
+FEW_TOKENS = TUNED / "small_m.tuned.tile"
 #: The 64- and 128-row tiles tuned at 256 to 1000 tokens on N = 4096, where neither group
 #: above comes near cuBLAS (`tiledsl tune examples/spaces/mid_m_space.tile --sizes
 #: bench/suites/llama2_7b_mid_tokens.txt -o MID_TOKENS`).
-MID_TOKENS = ROOT / "examples" / "tuned" / "mid_m.tuned.tile"
+MID_TOKENS = TUNED / "mid_m.tuned.tile"
 #: The kernel that swaps the operands' roles (C^T = B^T A^T: the weights fill the wgmma's
 #: 64 rows, the tokens its N), tuned per shape where `tiledsl tune
 #: examples/spaces/few_tokens_swapped_space.tile --sizes
 #: bench/suites/llama2_7b_few_tokens_swapped.txt` has written it. From torch it is called
 #: as k(W, x.t(), out=y.t()) (examples/hopper/few_tokens_swapped.tile).
-SWAPPED = ROOT / "examples" / "tuned" / "few_tokens_swapped.tuned.tile"
+SWAPPED = TUNED / "few_tokens_swapped.tuned.tile"
 SWAPPED_UNTUNED = ROOT / "examples" / "hopper" / "few_tokens_swapped.tile"
 #: Which tokens each default group is timed at: the 64-row tiles up to FEW_MAX_M, the
 #: swapped kernel up to SWAPPED_MAX_M, the many-token rungs from MANY_MIN_M on (the
 #: groups overlap where either may win).
 FEW_MAX_M, SWAPPED_MAX_M, MANY_MIN_M = 256, 16, 128
 MID_M = (256, 1000)  # mid_m.tuned.tile, at N = 4096 (the shapes it was tuned at)
+SUITES = ROOT / "bench" / "suites"
+#: Files tuned over a suite of their own (the clustered forms cuBLAS runs where the groups
+#: above trail it, docs/performance.md "What cuBLAS runs where tiledsl trails it"), each
+#: timed at the shapes of its suite among those asked, once written: (file, suite, timed
+#: swapped — its suite then lists the transposed shapes, N x M x K). Their winners on the
+#: H200 were all `cluster 1 x 1` (2026-12-04); the swapped kernel tuned at 64 tokens
+#: (tokens64_swapped_space.tile) lost to the 64-row tiles at every shape and is not kept.
+SUITE_TUNED = (
+    (TUNED / "small_m_cluster.tuned.tile", SUITES / "llama2_7b_cluster_tokens.txt", False),
+    (TUNED / "mid_m_cluster.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False),
+    (TUNED / "hopper_cluster_192.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False),
+)
+
+
+def suite_groups(sizes) -> list[tuple[list[Path], list[tuple[int, int, int]], bool]]:
+    """SUITE_TUNED's written files, each with the asked sizes its suite holds."""
+    from tiledsl.tune.dispatch import read_suite
+
+    groups = []
+    for file, suite, swapped in SUITE_TUNED:
+        if not file.exists():
+            continue
+        tuned_at = set(read_suite(suite))
+        at = [s for s in sizes if (transposed(s) if swapped else s) in tuned_at]
+        groups.append(([file], at, swapped))
+    return groups
 
 
 def default_plan(sizes) -> list[tuple[list[Path], list[tuple[int, int, int]], bool]]:
@@ -94,6 +121,7 @@ def default_plan(sizes) -> list[tuple[list[Path], list[tuple[int, int, int]], bo
         *([([MID_TOKENS], mid, False)] if MID_TOKENS.exists() else []),
         ([swapped], [s for s in sizes if s[0] <= SWAPPED_MAX_M], True),
         (list(MANY_TOKENS), [s for s in sizes if s[0] >= MANY_MIN_M], False),
+        *suite_groups(sizes),
     ]
     return [g for g in groups if g[1]]
 
@@ -186,6 +214,14 @@ def verdicts(rows: list[dict], bandwidth: float | None) -> list[dict]:
         )
         out.append(v)
     return out
+
+
+def latest_rows(documents: list[dict]) -> list[dict]:
+    """The rows of several runs, each shape's from the last run (in the order given) that
+    timed it: a shape's kernels are judged against the cuBLAS and Triton of their own run,
+    and a run that times a shape again replaces the earlier one there."""
+    last = {tuple(r["size"]): i for i, d in enumerate(documents) for r in d["rows"]}
+    return [r for i, d in enumerate(documents) for r in d["rows"] if last[tuple(r["size"])] == i]
 
 
 def geomean(values) -> float | None:
@@ -304,22 +340,29 @@ def main() -> None:
         "--from-json",
         nargs="+",
         metavar="RUN",
-        help="judge saved runs again, together (no GPU); with --out, write them as one",
+        help="judge saved runs again, together (no GPU; where runs share a shape, the last "
+        "one given counts there); with --out, write them as one",
     )
     args = p.parse_args()
     if args.from_json:
         documents = [json.loads(Path(run).read_text()) for run in args.from_json]
-        # several runs (e.g. one per range of M): every shape's rows come from one run;
-        # the highest copy bandwidth among them makes the strictest memory bound
+        # several runs (e.g. one per range of M): the highest copy bandwidth among them
+        # makes the strictest memory bound
         bandwidths = [d["copy_bandwidth"] for d in documents if d.get("copy_bandwidth")]
         bandwidth = max(bandwidths, default=None)
-        found = verdicts([r for d in documents for r in d["rows"]], bandwidth)
+        rows = latest_rows(documents)
+        found = verdicts(rows, bandwidth)
         totals = summary(found)
         print(render(found, totals, bandwidth))
         if args.out:
-            merged = {**documents[0], "rows": [r for d in documents for r in d["rows"]]}
+            merged = {**documents[-1], "rows": rows}
             merged.update(copy_bandwidth=bandwidth, targets=found, summary=totals)
-            merged["runs"] = [str(run) for run in args.from_json]
+            kept = [{tuple(r["size"]) for r in rows if r in d["rows"]} for d in documents]
+            merged["runs"] = [
+                {"run": Path(run).name, "date": d.get("date"), "settings": d.get("settings"),
+                 "shapes": sorted(bench.size_label(s) for s in shapes)}
+                for run, d, shapes in zip(args.from_json, documents, kept)
+            ]
             bench.save_json(merged, Path(args.out))
             print(f"wrote {args.out}")
         if args.plot:

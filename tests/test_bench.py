@@ -548,8 +548,13 @@ def test_shapes_times_each_group_of_files_where_it_may_win_and_the_swapped_trans
     shapes = _bench_script("shapes", monkeypatch)
     sizes = shapes.llama_shapes()
     plan = shapes.default_plan(sizes)
-    assert [len(at) for _, at, _ in plan] == [20, 6, 8, 24]
-    assert [swapped for *_, swapped in plan] == [False, False, True, False]
+    assert [len(at) for _, at, _ in plan] == [20, 6, 8, 24, 4, 4, 4]
+    assert [swapped for *_, swapped in plan] == [False, False, True, False, False, False, False]
+    # the files tuned over suites of their own: timed at their suites' shapes only
+    assert [files for files, *_ in plan[4:]] == [[f] for f, *_ in shapes.SUITE_TUNED]
+    assert plan[4][1] == [(64, 12288, 4096), (128, 12288, 4096), (128, 4096, 4096),
+                          (128, 4096, 11008)]
+    assert plan[5][1] == plan[6][1] and {s[0] for s in plan[5][1]} == {256, 512}
     mid = [(m, 4096, k) for k in (4096, 11008) for m in (256, 512, 1000)]
     assert plan[1] == ([shapes.MID_TOKENS], mid, False)
     assert all(s[0] <= 16 for s in plan[2][1])
@@ -569,3 +574,40 @@ def test_shapes_times_each_group_of_files_where_it_may_win_and_the_swapped_trans
     assert [r.size for r in rows] == [(16, 22016, 4096)] * 2
     assert rows[0].label == "few_tokens_swapped (C^T)" and rows[1].label == "cuBLAS"
     assert rows[0].notes == ["timed as C^T = B^T A^T at 22016x16x4096"]
+
+
+def test_shapes_suite_groups_follow_their_suites_and_skip_files_not_written(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A file tuned over a suite is timed at the asked shapes its suite holds (a swapped
+    file's suite in N x M x K), and left out while it is not written."""
+    shapes = _bench_script("shapes", monkeypatch)
+    suite = tmp_path / "suite.txt"
+    suite.write_text("# transposed\n4096x64x4096\n12288x64x4096\n")
+    written = tmp_path / "w.tuned.tile"
+    written.write_text("")
+    monkeypatch.setattr(
+        shapes,
+        "SUITE_TUNED",
+        ((written, suite, True), (tmp_path / "absent.tuned.tile", suite, False)),
+    )
+    groups = shapes.suite_groups(shapes.llama_shapes())
+    assert groups == [([written], [(64, 12288, 4096), (64, 4096, 4096)], True)]
+
+
+def test_shapes_from_json_takes_each_shape_from_the_last_run_that_timed_it(monkeypatch) -> None:
+    """Merged runs: a later run that times a shape again replaces the earlier one's rows
+    there (kernels, cuBLAS and Triton alike); shapes it leaves alone keep theirs."""
+    shapes = _bench_script("shapes", monkeypatch)
+
+    def row(label, kind, size, ms):
+        return {"label": label, "kind": kind, "size": list(size), "time_ms": ms}
+
+    first = {"rows": [row("a", "tiledsl", (1, 2, 3), 1.0), row("cuBLAS", "cublas", (1, 2, 3), 0.5),
+                      row("a", "tiledsl", (4, 5, 6), 2.0)]}
+    second = {"rows": [row("b", "tiledsl", (1, 2, 3), 0.9), row("cuBLAS", "cublas", (1, 2, 3), 0.8)]}
+    rows = shapes.latest_rows([first, second])
+    assert [(r["label"], r["size"]) for r in rows] == [
+        ("a", [4, 5, 6]), ("b", [1, 2, 3]), ("cuBLAS", [1, 2, 3])
+    ]
+    assert [r["label"] for r in shapes.latest_rows([second, first])] == ["a", "cuBLAS", "a"]
