@@ -359,8 +359,12 @@ def main() -> None:
             merged.update(copy_bandwidth=bandwidth, targets=found, summary=totals)
             kept = [{tuple(r["size"]) for r in rows if r in d["rows"]} for d in documents]
             merged["runs"] = [
-                {"run": Path(run).name, "date": d.get("date"), "settings": d.get("settings"),
-                 "shapes": sorted(bench.size_label(s) for s in shapes)}
+                {
+                    "run": Path(run).name,
+                    "date": d.get("date"),
+                    "settings": d.get("settings"),
+                    "shapes": sorted(bench.size_label(s) for s in shapes),
+                }
                 for run, d, shapes in zip(args.from_json, documents, kept)
             ]
             bench.save_json(merged, Path(args.out))

@@ -552,8 +552,12 @@ def test_shapes_times_each_group_of_files_where_it_may_win_and_the_swapped_trans
     assert [swapped for *_, swapped in plan] == [False, False, True, False, False, False, False]
     # the files tuned over suites of their own: timed at their suites' shapes only
     assert [files for files, *_ in plan[4:]] == [[f] for f, *_ in shapes.SUITE_TUNED]
-    assert plan[4][1] == [(64, 12288, 4096), (128, 12288, 4096), (128, 4096, 4096),
-                          (128, 4096, 11008)]
+    assert plan[4][1] == [
+        (64, 12288, 4096),
+        (128, 12288, 4096),
+        (128, 4096, 4096),
+        (128, 4096, 11008),
+    ]
     assert plan[5][1] == plan[6][1] and {s[0] for s in plan[5][1]} == {256, 512}
     mid = [(m, 4096, k) for k in (4096, 11008) for m in (256, 512, 1000)]
     assert plan[1] == ([shapes.MID_TOKENS], mid, False)
@@ -603,11 +607,20 @@ def test_shapes_from_json_takes_each_shape_from_the_last_run_that_timed_it(monke
     def row(label, kind, size, ms):
         return {"label": label, "kind": kind, "size": list(size), "time_ms": ms}
 
-    first = {"rows": [row("a", "tiledsl", (1, 2, 3), 1.0), row("cuBLAS", "cublas", (1, 2, 3), 0.5),
-                      row("a", "tiledsl", (4, 5, 6), 2.0)]}
-    second = {"rows": [row("b", "tiledsl", (1, 2, 3), 0.9), row("cuBLAS", "cublas", (1, 2, 3), 0.8)]}
+    first = {
+        "rows": [
+            row("a", "tiledsl", (1, 2, 3), 1.0),
+            row("cuBLAS", "cublas", (1, 2, 3), 0.5),
+            row("a", "tiledsl", (4, 5, 6), 2.0),
+        ]
+    }
+    second = {
+        "rows": [row("b", "tiledsl", (1, 2, 3), 0.9), row("cuBLAS", "cublas", (1, 2, 3), 0.8)]
+    }
     rows = shapes.latest_rows([first, second])
     assert [(r["label"], r["size"]) for r in rows] == [
-        ("a", [4, 5, 6]), ("b", [1, 2, 3]), ("cuBLAS", [1, 2, 3])
+        ("a", [4, 5, 6]),
+        ("b", [1, 2, 3]),
+        ("cuBLAS", [1, 2, 3]),
     ]
     assert [r["label"] for r in shapes.latest_rows([second, first])] == ["a", "cuBLAS", "a"]
