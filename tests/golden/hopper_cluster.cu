@@ -302,7 +302,7 @@ hopper_cluster(const __grid_constant__ TensorMap map_A, const __grid_constant__ 
                     mbarrier_expect_tx(&full[step % STAGES], STAGE_BYTES);  // this step's tiles, by TMA
                     // 128x64 A -> As by TMA: 1 box(es) of 64 x 128, on full[step % STAGES]
                     tma_load_2d(&As[step % STAGES][0][0][0], &map_A, kt * BK, bm * BM, &full[step % STAGES]);
-                    // 32x256 B -> Bs by TMA: 4 box(es) of 64 x 64, on full[step % STAGES]
+                    // 32x256 B -> Bs by TMA: 4 box(es) of 64 x 32, on full[step % STAGES]
                     tma_load_2d_multicast(&Bs[step % STAGES][0][crow * 32][0], &map_B, bn * BN, kt * BK + crow * 32, &full[step % STAGES], column_mask);
                     tma_load_2d_multicast(&Bs[step % STAGES][1][crow * 32][0], &map_B, bn * BN + 64, kt * BK + crow * 32, &full[step % STAGES], column_mask);
                     tma_load_2d_multicast(&Bs[step % STAGES][2][crow * 32][0], &map_B, bn * BN + 128, kt * BK + crow * 32, &full[step % STAGES], column_mask);

@@ -477,9 +477,11 @@ def _tma_load(emitter, k: KernelIR, s: TmaLoad) -> list[str]:
     r = f"{emitter.expr(s.src.origin[0] + s.src.offset[0])}"
     c = f"{emitter.expr(s.src.origin[1] + s.src.offset[1])}"
     x, y = (c, r) if operand.layout == "row" else (r, c)
+    # a box holds the copied tile's lines: a multicast part's, not the whole slot's
+    lines = s.src.rows if b.layout == "row" else s.src.cols
     out = [
         f"// {s.src.rows}x{s.src.cols} {emitter.tile_name(s.src)} -> {emitter.tile_name(s.dst)}"
-        f" by TMA: {b.line_length // b.panel} box(es) of {b.panel} x {b.lines}, on "
+        f" by TMA: {b.line_length // b.panel} box(es) of {b.panel} x {lines}, on "
         f"{_bar(emitter, s.bar)}"
     ]
     slot = emitter.expr(s.dst.slot)
