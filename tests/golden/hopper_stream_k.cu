@@ -283,7 +283,6 @@ hopper_stream_k(const __grid_constant__ TensorMap map_A, const __grid_constant__
     const int warp = threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     const int wm = __shfl_sync(0xffffffffu, warp / WARPS_N, 0), wn = warp % WARPS_N;  // the warp's place in the block (read from lane 0: uniform registers)
-    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int ctiles_m = ((M + BM - 1) / BM + CLUSTER_M - 1) / CLUSTER_M;  // cluster tiles: CLUSTER_M x CLUSTER_N tiles each
     const int rank = blockIdx.x % CLUSTER_SIZE;  // %cluster_ctarank: the cluster is CLUSTER_SIZE consecutive blocks along x
     const int crow = rank % CLUSTER_M, ccol = rank / CLUSTER_M;  // the block's place in its cluster's tile
@@ -406,10 +405,6 @@ hopper_stream_k(const __grid_constant__ TensorMap map_A, const __grid_constant__
                     }
                 }
             }
-            if (bm < tiles_m) {
-                if (bn < tiles_n) {
-                }
-            }
             // C leaves by TMA, 128 columns of the warpgroup's at a time
             #pragma unroll
             for (int h = 0; h < 2; ++h) {
@@ -513,10 +508,6 @@ hopper_stream_k(const __grid_constant__ TensorMap map_A, const __grid_constant__
                                 }
                             }
                         }
-                    }
-                }
-                if (bm < tiles_m) {
-                    if (bn < tiles_n) {
                     }
                 }
                 // C leaves by TMA, 128 columns of the warpgroup's at a time

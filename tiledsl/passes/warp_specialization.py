@@ -522,9 +522,16 @@ def _tma_epilogue(kernel: KernelIR, tile: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
 
 
 def _without_stores(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
-    """`body` without its fragment stores, and without the loops they leave empty."""
+    """`body` without its fragment stores, and without the loops and the guards they leave
+    empty (the guard of a tile past C: a TMA store clips its box to C by itself)."""
+
+    def emptied(st: Stmt) -> bool:
+        return (isinstance(st, For) and not st.body) or (
+            isinstance(st, If) and not st.then and not st.orelse
+        )
+
     stripped = map_body(body, lambda st: () if isinstance(st, StoreFrag) else st)
-    return map_body(stripped, lambda st: () if isinstance(st, For) and not st.body else st)
+    return map_body(stripped, lambda st: () if emptied(st) else st)
 
 
 def _mbarriers(kernel: KernelIR) -> tuple[MBarrier, ...]:
