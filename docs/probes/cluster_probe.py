@@ -3,7 +3,7 @@ paid once per launch or once per K step?
 
 On the H200 (2026-12-04, bench/results/tune-small_m_cluster_space-h200-2026-12-04.jsonl)
 every clustered point of the few-token spaces ran slower than the same tile without a
-cluster, by 10-35 % at 64 and 128 tokens (128 x 4096 x 4096, 64 x 64 tiles, 12 stages:
+cluster, up to 46 % at 64 and 128 tokens (128 x 4096 x 4096, 64 x 64 tiles, 12 stages:
 17.0 µs alone, 19.0 in `cluster 2 x 1`, 19.5 in `cluster 1 x 2`), where cuBLAS runs
 clusters of these tiles faster than tiledsl runs them alone. This probe times one
 schedule written with each cluster shape at a sweep of K (the same M and N, so the same
