@@ -79,7 +79,7 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
         notes["warp_specialize"] = ("warp_specialize", _specializing(k))
     if s.persistent:
         notes["persistent"] = ("persistent", _persisting(k))
-    if s.cluster_size > 1:
+    if s.cluster_size > 1 or "cluster" in s.written:  # a written `cluster 1 x 1` too
         notes["cluster"] = (f"cluster {s.cluster[0]} x {s.cluster[1]}", _clustering(k))
     epilogue = Epilogue.of(s, k.gemm)
     if epilogue is not None:
@@ -151,6 +151,8 @@ def _persisting(k: KernelIR) -> str:
 
 
 def _clustering(k: KernelIR) -> str:
+    if k.schedule.cluster_size == 1:
+        return "one block a cluster: no tile shared between blocks (as without the directive)"
     if k.cluster_size == 1:
         return f"{LATER}: one block at a time"
     cm, cn = k.cluster
