@@ -39,12 +39,28 @@ SLOW_TESTS = {
 }
 
 
+#: Tests of minutes, started first: pytest-xdist hands out tests in collection order, and
+#: the fuzz test (4-5 minutes on one core under CI's budget) collected in the middle
+#: otherwise runs alone on one worker after the others have finished.
+LONGEST_FIRST = (
+    "test_fuzz.py::test_fuzz_the_command_line",
+    "test_passes_property.py::test_random_valid_schedules_are_exact_and_race_free",
+)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark the slow tier: every test that needs nvcc or clang, and SLOW_TESTS."""
+    """Mark the slow tier (every test that needs nvcc or clang, and SLOW_TESTS), and move
+    LONGEST_FIRST to the front."""
     for item in items:
         name = f"{Path(str(item.fspath)).name}::{item.originalname}"
         if name in SLOW_TESTS or item.get_closest_marker("nvcc"):
             item.add_marker(pytest.mark.slow)
+    first = {name: rank for rank, name in enumerate(LONGEST_FIRST)}
+    items.sort(
+        key=lambda item: first.get(
+            f"{Path(str(item.fspath)).name}::{item.originalname}", len(first)
+        )
+    )
 
 
 def pytest_addoption(parser):
