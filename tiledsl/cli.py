@@ -77,7 +77,16 @@ def _parser() -> argparse.ArgumentParser:
         prog="tiledsl", description="Compile a .tile GEMM schedule to a tensor-core kernel."
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    _compile_command(sub)
+    _run_command(sub)
+    _check_command(sub)
+    _viz_command(sub)
+    _gpu_commands(sub)
+    _tune_command(sub)
+    return p
 
+
+def _compile_command(sub) -> None:
     c = sub.add_parser("compile", help="emit CUDA source and a launch description")
     _common(c)
     c.add_argument(
@@ -111,6 +120,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     c.set_defaults(handler=_compile)
 
+
+def _run_command(sub) -> None:
     r = sub.add_parser("run", help="run on the GPU (or the numpy interpreter) and check the result")
     _common(r)
     r.add_argument(
@@ -142,6 +153,8 @@ def _parser() -> argparse.ArgumentParser:
     _no_cache(r)
     r.set_defaults(handler=_run)
 
+
+def _check_command(sub) -> None:
     k = sub.add_parser(
         "check",
         help="feasibility report: threads, registers, shared memory, occupancy, bank conflicts",
@@ -169,6 +182,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     k.set_defaults(handler=_check)
 
+
+def _viz_command(sub) -> None:
     v = sub.add_parser(
         "viz",
         help="graphviz pictures of the IR after every pass, the tile decomposition and the "
@@ -191,10 +206,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--kernel", metavar="NAME", help="which kernel of the file (default: each)")
     v.set_defaults(handler=_viz)
-
-    _gpu_commands(sub)
-    _tune_command(sub)
-    return p
 
 
 def _gpu_commands(sub) -> None:
