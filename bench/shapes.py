@@ -216,11 +216,16 @@ def verdicts(rows: list[dict], bandwidth: float | None) -> list[dict]:
     return out
 
 
+def latest_runs(documents: list[dict]) -> dict[tuple[int, ...], int]:
+    """Each shape's last run (its index, in the order given) among several runs."""
+    return {tuple(r["size"]): i for i, d in enumerate(documents) for r in d["rows"]}
+
+
 def latest_rows(documents: list[dict]) -> list[dict]:
     """The rows of several runs, each shape's from the last run (in the order given) that
     timed it: a shape's kernels are judged against the cuBLAS and Triton of their own run,
     and a run that times a shape again replaces the earlier one there."""
-    last = {tuple(r["size"]): i for i, d in enumerate(documents) for r in d["rows"]}
+    last = latest_runs(documents)
     return [r for i, d in enumerate(documents) for r in d["rows"] if last[tuple(r["size"])] == i]
 
 
@@ -357,15 +362,15 @@ def main() -> None:
         if args.out:
             merged = {**documents[-1], "rows": rows}
             merged.update(copy_bandwidth=bandwidth, targets=found, summary=totals)
-            kept = [{tuple(r["size"]) for r in rows if r in d["rows"]} for d in documents]
+            last = latest_runs(documents)
             merged["runs"] = [
                 {
                     "run": Path(run).name,
                     "date": d.get("date"),
                     "settings": d.get("settings"),
-                    "shapes": sorted(bench.size_label(s) for s in shapes),
+                    "shapes": sorted(bench.size_label(s) for s, j in last.items() if j == i),
                 }
-                for run, d, shapes in zip(args.from_json, documents, kept)
+                for i, (run, d) in enumerate(zip(args.from_json, documents))
             ]
             bench.save_json(merged, Path(args.out))
             print(f"wrote {args.out}")

@@ -52,15 +52,15 @@ def pytest_collection_modifyitems(config, items):
     """Mark the slow tier (every test that needs nvcc or clang, and SLOW_TESTS), and move
     LONGEST_FIRST to the front."""
     for item in items:
-        name = f"{Path(str(item.fspath)).name}::{item.originalname}"
-        if name in SLOW_TESTS or item.get_closest_marker("nvcc"):
+        if _name(item) in SLOW_TESTS or item.get_closest_marker("nvcc"):
             item.add_marker(pytest.mark.slow)
     first = {name: rank for rank, name in enumerate(LONGEST_FIRST)}
-    items.sort(
-        key=lambda item: first.get(
-            f"{Path(str(item.fspath)).name}::{item.originalname}", len(first)
-        )
-    )
+    items.sort(key=lambda item: first.get(_name(item), len(first)))
+
+
+def _name(item) -> str:
+    """`test_file.py::test_function`, the names SLOW_TESTS and LONGEST_FIRST hold."""
+    return f"{Path(str(item.fspath)).name}::{item.originalname}"
 
 
 def pytest_addoption(parser):

@@ -100,7 +100,8 @@ def main() -> None:
     if not all(r.ok or r.skipped for r in rows):
         sys.exit("cluster_probe: a row failed its check")
 
-    def median_ms(label: str, size) -> float:
+    def fastest_median_ms(label: str, size) -> float:
+        # the fastest of a label's rows at a size (every variant has a cuBLAS row of its own)
         times = [
             r.timing.median_ms for r in rows if r.label == label and r.size == size and r.timing
         ]
@@ -109,7 +110,7 @@ def main() -> None:
     print(f"\nfit: median µs = fixed + per_step x K / {bk}, at {args.m} x {args.n} x K")
     labels = [label for label, _ in entries] + ["cuBLAS"]
     for label in labels:
-        ms = [median_ms(label, s) for s in sizes]
+        ms = [fastest_median_ms(label, s) for s in sizes]
         fixed, per_step = fit(args.k, ms, bk)
         times = "  ".join(f"K={k}: {t * 1e3:6.1f}" for k, t in zip(args.k, ms, strict=True))
         print(f"{label:8} fixed {fixed:6.2f} µs  per step {per_step:6.1f} ns   {times}")
