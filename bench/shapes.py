@@ -81,27 +81,39 @@ SUITES = ROOT / "bench" / "suites"
 #: Files tuned over a suite of their own (the clustered forms cuBLAS runs where the groups
 #: above trail it, docs/performance.md "What cuBLAS runs where tiledsl trails it"), each
 #: timed at the shapes of its suite among those asked, once written: (file, suite, timed
-#: swapped — its suite then lists the transposed shapes, N x M x K). Their winners on the
-#: H200 were all `cluster 1 x 1` (2026-12-04); the swapped kernel tuned at 64 tokens
-#: (tokens64_swapped_space.tile) lost to the 64-row tiles at every shape and is not kept.
+#: swapped — its suite then lists the transposed shapes, N x M x K —, and at fewer tokens
+#: too — the asked shapes on a suite shape's weights with fewer tokens than it, which the
+#: dispatch table's nearest-shape rule hands the same kernels). Their winners on the H200
+#: were all `cluster 1 x 1` (2026-12-04): small_m_cluster's are 64-row tiles without a split
+#: of K and deeper than small_m.tuned's, which is why they are timed at fewer tokens too
+#: (at 16 x 12288 x 4096 small_m.tuned's pick took 36.9 µs on 2026-12-03, more than its
+#: 32.2 at 64 tokens). The swapped kernel tuned at 64 tokens (tokens64_swapped_space.tile)
+#: lost to the 64-row tiles at every shape and is not kept.
 SUITE_TUNED = (
-    (TUNED / "small_m_cluster.tuned.tile", SUITES / "llama2_7b_cluster_tokens.txt", False),
-    (TUNED / "mid_m_cluster.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False),
-    (TUNED / "hopper_cluster_192.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False),
+    (TUNED / "small_m_cluster.tuned.tile", SUITES / "llama2_7b_cluster_tokens.txt", False, True),
+    (TUNED / "mid_m_cluster.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False, False),
+    (TUNED / "hopper_cluster_192.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False, False),
 )
 
 
 def suite_groups(sizes) -> list[tuple[list[Path], list[tuple[int, int, int]], bool]]:
-    """SUITE_TUNED's written files, each with the asked sizes its suite holds."""
+    """SUITE_TUNED's written files, each with the asked sizes its suite holds (and, where
+    the entry says so, those with fewer tokens on the same weights)."""
     from tiledsl.tune.dispatch import read_suite
 
     groups = []
-    for file, suite, swapped in SUITE_TUNED:
+    for file, suite, swapped, fewer_tokens in SUITE_TUNED:
         if not file.exists():
             continue
-        tuned_at = set(read_suite(suite))
-        at = [s for s in sizes if (transposed(s) if swapped else s) in tuned_at]
-        groups.append(([file], at, swapped))
+        tuned_at = {transposed(s) if swapped else s for s in read_suite(suite)}
+
+        def timed_at(size, tuned_at=tuned_at, fewer_tokens=fewer_tokens) -> bool:
+            if size in tuned_at:
+                return True
+            m, n, k = size
+            return fewer_tokens and any((n, k) == (tn, tk) and m < tm for tm, tn, tk in tuned_at)
+
+        groups.append(([file], [s for s in sizes if timed_at(s)], swapped))
     return groups
 
 

@@ -548,14 +548,23 @@ def test_shapes_times_each_group_of_files_where_it_may_win_and_the_swapped_trans
     shapes = _bench_script("shapes", monkeypatch)
     sizes = shapes.llama_shapes()
     plan = shapes.default_plan(sizes)
-    assert [len(at) for _, at, _ in plan] == [20, 6, 8, 24, 4, 4, 4]
+    assert [len(at) for _, at, _ in plan] == [20, 6, 8, 24, 12, 4, 4]
     assert [swapped for *_, swapped in plan] == [False, False, True, False, False, False, False]
-    # the files tuned over suites of their own: timed at their suites' shapes only
+    # the files tuned over suites of their own: timed at their suites' shapes, the 64-row
+    # clustered space's kernels at fewer tokens on the same weights too
     assert [files for files, *_ in plan[4:]] == [[f] for f, *_ in shapes.SUITE_TUNED]
     assert plan[4][1] == [
+        (1, 12288, 4096),
+        (16, 12288, 4096),
         (64, 12288, 4096),
         (128, 12288, 4096),
+        (1, 4096, 4096),
+        (16, 4096, 4096),
+        (64, 4096, 4096),
         (128, 4096, 4096),
+        (1, 4096, 11008),
+        (16, 4096, 11008),
+        (64, 4096, 11008),
         (128, 4096, 11008),
     ]
     assert plan[5][1] == plan[6][1] and {s[0] for s in plan[5][1]} == {256, 512}
@@ -584,7 +593,8 @@ def test_shapes_suite_groups_follow_their_suites_and_skip_files_not_written(
     tmp_path: Path, monkeypatch
 ) -> None:
     """A file tuned over a suite is timed at the asked shapes its suite holds (a swapped
-    file's suite in N x M x K), and left out while it is not written."""
+    file's suite in N x M x K), at fewer tokens on those weights where its entry says so,
+    and left out while it is not written."""
     shapes = _bench_script("shapes", monkeypatch)
     suite = tmp_path / "suite.txt"
     suite.write_text("# transposed\n4096x64x4096\n12288x64x4096\n")
@@ -593,10 +603,18 @@ def test_shapes_suite_groups_follow_their_suites_and_skip_files_not_written(
     monkeypatch.setattr(
         shapes,
         "SUITE_TUNED",
-        ((written, suite, True), (tmp_path / "absent.tuned.tile", suite, False)),
+        (
+            (written, suite, True, False),
+            (written, suite, True, True),
+            (tmp_path / "absent.tuned.tile", suite, False, False),
+        ),
     )
     groups = shapes.suite_groups(shapes.llama_shapes())
-    assert groups == [([written], [(64, 12288, 4096), (64, 4096, 4096)], True)]
+    fewer = [(1, 12288, 4096), (16, 12288, 4096), (64, 12288, 4096)]
+    assert groups == [
+        ([written], [(64, 12288, 4096), (64, 4096, 4096)], True),
+        ([written], [*fewer, (1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096)], True),
+    ]
 
 
 def test_shapes_from_json_takes_each_shape_from_the_last_run_that_timed_it(monkeypatch) -> None:
