@@ -502,9 +502,10 @@ def test_a_cluster_wider_than_the_tiles_of_c_is_pruned_at_that_size() -> None:
     by_label = {p.label: p for p in expand(parse(text, "small_m_cluster_space.tile"))}
     along_m = by_label["block 64 x 128 x 64, mma m64n128k16, stages 6, cluster 2 x 1"]
     # 64 tokens are one 64-row tile: the cluster's second block row would be idle
+    # located at the space's `cluster` line (line 23, column 5), like a compile error
     assert verdict(along_m.program, (64, 12288, 4096)).reason == (
-        "at 64x12288x4096: cluster 2 x 1: M = 64 is 1 block tile(s) of 64, so 1 of the "
-        "cluster's 2 blocks along M would compute nothing"
+        "small_m_cluster_space.tile:23:5: at 64x12288x4096: cluster 2 x 1: M = 64 is 1 "
+        "block tile(s) of 64, so 1 of the cluster's 2 blocks along M would compute nothing"
     )
     assert verdict(along_m.program, (128, 12288, 4096)).reason is None
     along_n = by_label["block 64 x 192 x 64, mma m64n192k16, stages 6, cluster 1 x 4"]

@@ -42,7 +42,7 @@ from typing import Protocol
 
 from ..commands.run import SizeError, check_size
 from ..driver import compile_program
-from ..errors import TileError, UsageError
+from ..errors import Loc, TileError, UsageError
 from ..files import check_outputs, write_outputs
 from ..frontend.parser import parse
 from ..frontend.syntax import Program
@@ -98,8 +98,17 @@ def verdicts_at(program: Program, sizes: list[Size | None]) -> list[Verdict]:
             out.append(Verdict(f"at {size_text(size)}: {err}", size, kernel.target.vendor))
             continue
         idle = idle_cluster_blocks(kernel, size)
-        out.append(Verdict(idle and f"at {size_text(size)}: {idle}", size, kernel.target.vendor))
+        if idle:  # located at the point's `cluster` line, as a compile error would be
+            idle = f"{cluster_loc(program)}: at {size_text(size)}: {idle}"
+        out.append(Verdict(idle, size, kernel.target.vendor))
     return out
+
+
+def cluster_loc(program: Program) -> Loc:
+    """Where the point's `cluster` directive stands (in the space file)."""
+    (kernel,) = program.kernels
+    directive = kernel.directive("cluster")
+    return directive.loc if directive is not None else kernel.loc
 
 
 def idle_cluster_blocks(kernel: KernelIR, size: Size) -> str | None:
