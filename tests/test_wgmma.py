@@ -176,6 +176,22 @@ def test_emitted_code_uses_descriptors_groups_and_fences() -> None:
     assert "if (kt + 2 < (K + BK - 1) / BK)" in kernel  # copies run S - 2 steps ahead
 
 
+def test_a_warp_coordinate_of_one_warp_is_the_constant_0() -> None:
+    """A block of one consumer warpgroup along M (the 64-row tiles) has every computing
+    warp at wm = 0: written as 0, since nvcc cannot fold `warp / WARPS_N` (it does not know
+    the computing warps come first) and built every A descriptor of the K loop in vector
+    registers (an R2UR before each HGMMA, in the SASS of a 64 x 64 tile). Several warps
+    along M are read from lane 0 (uniform registers)."""
+    small = (ROOT / "examples" / "tuned" / "small_m.tuned.tile").read_text()
+    source = compile_source(small, "small_m.tuned.tile").source
+    assert source.count("const int wm = 0, wn = 0;  // the warp's place in the block") == 6
+    assert "warp / WARPS_N" not in source
+    # small_m_5: 64 x 128 in two m64n64 warpgroups along N
+    assert "const int wm = 0, wn = __shfl_sync(0xffffffffu, warp % WARPS_N, 0);  // " in source
+    two = compile_source(TUNED.read_text(), "t.tile").source  # 2 x 1 warpgroups of m64n128
+    assert "const int wm = __shfl_sync(0xffffffffu, warp / WARPS_N, 0), wn = 0;" in two
+
+
 @pytest.mark.parametrize("text", VARIANTS)
 def test_interpreter_multiple_and_odd_size(text: str) -> None:
     program = compile_source(text, "wg.tile")

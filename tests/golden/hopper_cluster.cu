@@ -258,7 +258,7 @@ hopper_cluster(const __grid_constant__ TensorMap map_A, const __grid_constant__ 
     half (*Cs)[CS_PANELS][CS_ROWS][CS_PANEL] = reinterpret_cast<half (*)[CS_PANELS][CS_ROWS][CS_PANEL]>(smem + 196608);
     const int warp = threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
-    const int wm = __shfl_sync(0xffffffffu, warp / WARPS_N, 0), wn = warp % WARPS_N;  // the warp's place in the block (read from lane 0: uniform registers)
+    const int wm = __shfl_sync(0xffffffffu, warp / WARPS_N, 0), wn = 0;  // the warp's place in the block (read from lane 0: uniform registers)
     const int ctiles_m = ((M + BM - 1) / BM + CLUSTER_M - 1) / CLUSTER_M;  // cluster tiles: CLUSTER_M x CLUSTER_N tiles each
     const int rank = blockIdx.x % CLUSTER_SIZE;  // %cluster_ctarank: the cluster is CLUSTER_SIZE consecutive blocks along x
     const int crow = rank % CLUSTER_M, ccol = rank / CLUSTER_M;  // the block's place in its cluster's tile

@@ -189,7 +189,7 @@ hopper_persistent(const __grid_constant__ TensorMap map_A, const __grid_constant
     half (*Bs)[BS_PANELS][BS_ROWS][BS_PANEL] = reinterpret_cast<half (*)[BS_PANELS][BS_ROWS][BS_PANEL]>(smem + 65536);
     const int warp = threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
-    const int wm = __shfl_sync(0xffffffffu, warp / WARPS_N, 0), wn = warp % WARPS_N;  // the warp's place in the block (read from lane 0: uniform registers)
+    const int wm = __shfl_sync(0xffffffffu, warp / WARPS_N, 0), wn = 0;  // the warp's place in the block (read from lane 0: uniform registers)
     const int tiles_m = (M + BM - 1) / BM;
     const int pid = blockIdx.x;  // the block's first tile (persistent: blocks step by gridDim.x)
     // swizzle grouped 8: inside the tile loop

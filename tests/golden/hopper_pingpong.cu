@@ -220,7 +220,7 @@ hopper_pingpong(const __grid_constant__ TensorMap map_A, const __grid_constant__
     const int warp = threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     const int team = __shfl_sync(0xffffffffu, warp / (WARPS_M * WARPS_N), 0);  // pingpong: the warpgroup's team (the producer's is TEAMS)
-    const int wm = warp % (WARPS_M * WARPS_N) / WARPS_N, wn = warp % WARPS_N;  // the warp's place in its team's tile
+    const int wm = 0, wn = 0;  // the warp's place in its team's tile
     const int tiles_m = (M + BM - 1) / BM;
     const int pid = blockIdx.x;  // the block's first tile (persistent: blocks step by gridDim.x)
     // swizzle grouped 8: inside the tile loop

@@ -171,7 +171,7 @@ hopper_tma(const __grid_constant__ TensorMap map_A, const __grid_constant__ Tens
     float (*Cs)[CS_ROWS][CS_PITCH] = reinterpret_cast<float (*)[CS_ROWS][CS_PITCH]>(smem + 0);
     const int warp = threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
-    const int wm = __shfl_sync(0xffffffffu, warp / WARPS_N, 0), wn = warp % WARPS_N;  // the warp's place in the block (read from lane 0: uniform registers)
+    const int wm = __shfl_sync(0xffffffffu, warp / WARPS_N, 0), wn = 0;  // the warp's place in the block (read from lane 0: uniform registers)
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int pid = blockIdx.x;  // one block per tile: tiles_m x tiles_n blocks
     // swizzle grouped 8: which tile this block computes
