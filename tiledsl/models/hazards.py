@@ -166,9 +166,11 @@ def tile_bytes(kernel: KernelIR, offsets: dict[str, int], tile: SharedTile, env)
     (over every warp when the env's warp coordinates are arrays)."""
     buf = kernel.buffer(tile.buffer)
     size = DTYPE_BYTES[buf.dtype]
-    slot = np.asarray(evaluate(tile.slot, env))
-    r0 = np.asarray(evaluate(tile.offset[0], env))
-    c0 = np.asarray(evaluate(tile.offset[1], env))
+    # ints where the env holds one warp's coordinates (the mbarrier proof's actors: most
+    # of a warp-specialized compile's time is here), arrays over every warp otherwise
+    slot = evaluate(tile.slot, env)
+    r0 = evaluate(tile.offset[0], env)
+    c0 = evaluate(tile.offset[1], env)
     if buf.xor:
         # Swizzled chunks stay inside their line, not inside the tile's columns:
         # the footprint is the tile's whole lines (a superset, so no hazard is missed).
@@ -179,7 +181,15 @@ def tile_bytes(kernel: KernelIR, offsets: dict[str, int], tile: SharedTile, env)
         first = buf.element(slot, r0, c0)
         last = buf.element(slot, r0 + tile.rows - 1, c0 + tile.cols - 1)
     base = offsets[buf.name]
-    return base + int(np.min(first)) * size, base + (int(np.max(last)) + 1) * size
+    return base + _least(first) * size, base + (_most(last) + 1) * size
+
+
+def _least(value) -> int:
+    return int(value.min()) if isinstance(value, np.ndarray) else int(value)
+
+
+def _most(value) -> int:
+    return int(value.max()) if isinstance(value, np.ndarray) else int(value)
 
 
 def _needs(p: _Access, q: _Access) -> str | None:

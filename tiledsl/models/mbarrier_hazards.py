@@ -113,6 +113,33 @@ class HandoffProblem(Exception):
         self.headline = headline
 
 
+class _Place:
+    """Where an actor is in its loops (`tl = 0, kt = 2`): kept as values, written out only
+    when a report names it (the proof traces hundreds of thousands of statements)."""
+
+    __slots__ = ("values",)
+    NAMES = ("tl", "kt", "step", "h")
+
+    def __init__(self, env: dict):
+        self.values = (env.get("tl"), env.get("kt"), env.get("step"), env.get("h"))
+
+    def __str__(self) -> str:
+        named = zip(self.NAMES, self.values, strict=True)
+        return ", ".join(f"{v} = {x}" for v, x in named if x is not None) or "its start"
+
+
+class _Who:
+    """Who made an access: a thread (or a warpgroup's wgmmas) at a place."""
+
+    __slots__ = ("name", "place")
+
+    def __init__(self, name: str, place: _Place):
+        self.name, self.place = name, place
+
+    def __str__(self) -> str:
+        return f"{self.name}, {self.place}"
+
+
 @dataclass
 class _Access:
     buffer: str
@@ -125,7 +152,7 @@ class _Access:
     thread: int
     lanes: tuple | None  # a lanes' access: each byte by one thread, as in every other
     stmt: object
-    who: str
+    who: _Who
     rank: tuple = ()  # the order the program means: (step, producer first, program order)
     block: int = 0  # whose shared memory (a cluster's blocks: its rank)
 
@@ -158,7 +185,7 @@ class _Event:
     bar: tuple  # (name, slot), and in a cluster the block's rank: (name, slot, rank)
     value: int  # bytes (arrive: announced, land: delivered), or the parity (wait)
     stmt: object
-    where: str
+    where: _Place
     phase: int = -1
 
 
@@ -309,19 +336,19 @@ class _Block:
                 self.trace([producer], roles.producer.body)
 
     def statement(self, a: _Actor, s) -> None:
-        where = self.where(a)
         issuers = a.threads[:1] if isinstance(s, ELECTED) else a.threads  # who runs `s`
         elected = issuers[0]
         match s:
             case Wait():
                 bar = self.bar(s.bar, a.env, a.block)
                 parity = int(evaluate(s.parity, a.env)) % 2
+                where = self.where(a)
                 for t in issuers:
                     self.event("wait", self.step(t), t, bar, parity, s, where)
             case Arrive() | ExpectTx():
-                self.arrive(a, s, elected, where)
+                self.arrive(a, s, elected, self.where(a))
             case TmaLoad():
-                self.tma_load(a, s, elected, where)
+                self.tma_load(a, s, elected, self.where(a))
             case LoadFrag() if isinstance(s.src, SharedTile):
                 a.reads.append((s.src, tile_bytes(self.k, self.offsets, s.src, a.env), s))
             case MmaFence() | Mma() | Fill() | EpilogueFrag() | LoadFrag():
@@ -333,7 +360,7 @@ class _Block:
                     read = self.access(
                         tile, a, elected, False, True, group, group, stmt, None, span
                     )
-                    read.who = f"{a.name}'s wgmmas, {self.where(a)}"
+                    read.who = _Who(f"{a.name}'s wgmmas", self.where(a))
                 a.reads = []
             case MmaWait():
                 retiring = a.groups[a.retired : max(a.retired, len(a.groups) - s.pending)]
@@ -379,7 +406,7 @@ class _Block:
                     "count", "not modelled", f"`{_text(s)}` in the {a.name}'s role"
                 )
 
-    def arrive(self, a: _Actor, s: Arrive | ExpectTx, elected: int, where: str) -> None:
+    def arrive(self, a: _Actor, s: Arrive | ExpectTx, elected: int, where: _Place) -> None:
         """An arrival (with expect_tx, its bytes announced); a release to the sharers is
         one on each sharing block's barrier."""
         nbytes = s.bytes if isinstance(s, ExpectTx) else 0
@@ -390,7 +417,7 @@ class _Block:
             if block != a.block:
                 self.remote.append((node, block, f"`{_text(s)}` ({where}) arrives on"))
 
-    def tma_load(self, a: _Actor, s: TmaLoad, elected: int, where: str) -> None:
+    def tma_load(self, a: _Actor, s: TmaLoad, elected: int, where: _Place) -> None:
         """A TMA copy: issued now, landing later in every block it is multicast to."""
         issue = self.step(elected)
         nbytes = s.dst.rows * s.dst.cols * DTYPE_BYTES[self.k.buffer(s.dst.buffer).dtype]
@@ -419,8 +446,8 @@ class _Block:
         lo, hi = span or tile_bytes(self.k, self.offsets, tile, a.env)
         if lanes is not None:
             lanes = (*lanes, lo, hi)
-        acc = _Access(tile.buffer, lo, hi, write, asynchronous, start, end, t, lanes, stmt, "")
-        acc.who = f"{self.thread_names[t]}, {self.where(a)}"
+        who = _Who(self.thread_names[t], self.where(a))
+        acc = _Access(tile.buffer, lo, hi, write, asynchronous, start, end, t, lanes, stmt, who)
         # the order the program means: in lock step (no roles) the trace's own order
         acc.rank = (
             (a.env.get("step", -1), self.actors.index(a), start)
@@ -439,9 +466,8 @@ class _Block:
         key = (ref.name, int(evaluate(ref.slot, env)))
         return (*key, block) if self.size > 1 else key
 
-    def where(self, a: _Actor) -> str:
-        names = [v for v in ("tl", "kt", "step", "h") if v in a.env]
-        return ", ".join(f"{v} = {a.env[v]}" for v in names) or "its start"
+    def where(self, a: _Actor) -> _Place:
+        return _Place(a.env)
 
 
 def _part_spans(k: KernelIR, offsets: dict, tile: SharedTile, env) -> list:
@@ -729,9 +755,7 @@ def _check_accesses(blk: _Block, hb, size: str) -> None:
                     continue  # each byte written by the same lane both times
                 if _ordered(blk, p, q, hb) or _ordered(blk, q, p, hb):
                     continue
-                unordered.append(
-                    (p.write and q.write, p.who.split(",")[0] == q.who.split(",")[0], p, q)
-                )
+                unordered.append((p.write and q.write, p.who.name == q.who.name, p, q))
     if unordered:
         _, _, p, q = min(unordered, key=lambda x: x[:2])
         p, q = sorted((p, q), key=lambda a: a.rank)
