@@ -736,14 +736,14 @@ class _Interpreter:
         )
         mask = np.broadcast_to(inside[0], shape)  # outside C: the TMA unit skips them
         dst[np.broadcast_to(dflat, shape)[mask]] = values[mask]
-        np.add.at(ag.blk.store_busy, units.ravel(), 1)
+        _count(ag.blk.store_busy, units, 1)
         ag.store_reads.append((units, issuers, s))
         self.stats.tma_stores += 1
 
     def _retire_stores(self, ag: _Agent) -> None:
         """cp.async.bulk.wait_group.read 0: the stores have read their tiles, until here."""
         for units, issuers, stmt in ag.store_reads:
-            np.add.at(ag.blk.store_busy, units.ravel(), -1)
+            _count(ag.blk.store_busy, units, -1)
             self._log(ag, units, np.broadcast_to(issuers, units.shape), False, stmt)
         ag.store_reads = []
 
@@ -939,13 +939,13 @@ class _Interpreter:
         if read_async:  # the tensor cores go on reading: no writes there until the wait
             _, _, units, issuers = ag.memory.warp_tile(s.src, stmt_text(s))
             ag.mma_reads.append((units, issuers, s))
-            np.add.at(ag.blk.mma_busy, units.ravel(), 1)
+            _count(ag.blk.mma_busy, units, 1)
 
     def _retire_mmas(self, ag: _Agent, pending: int) -> None:
         """wgmma.wait_group: the oldest groups are done reading; their reads last till here."""
         while len(ag.mma_groups) > pending:
             for units, issuers, stmt in ag.mma_groups.pop(0):
-                np.add.at(ag.blk.mma_busy, units.ravel(), -1)
+                _count(ag.blk.mma_busy, units, -1)
                 self._log(ag, units, issuers, False, stmt)  # still read until here
 
     def _mma(self, ag: _Agent, s: Mma) -> None:
@@ -1167,3 +1167,9 @@ def _names(stmt) -> frozenset[str]:
 def _value(v) -> str:
     """A variable's value for a report: an int, or the list of its values per warp."""
     return str(v.tolist()) if isinstance(v, np.ndarray) else str(v)
+
+
+def _count(busy: np.ndarray, units: np.ndarray, delta: int) -> None:
+    """Add `delta` to `busy` once per entry of `units` (a unit read by several lanes counts
+    each time): np.add.at's meaning, by one bincount, several times faster."""
+    busy += delta * np.bincount(units.ravel(), minlength=busy.size)

@@ -109,28 +109,33 @@ class RaceLog:
         warps = np.concatenate([a.warps for a in accesses])
         epochs = np.concatenate([a.epochs for a in accesses])
         writes = np.concatenate([np.full(a.units.size, a.write) for a in accesses])
-        written = np.unique(units[writes])
-        if written.size == 0:
+        if not writes.any():
             return None
         # Only units something wrote can race: drop the rest before sorting (a table
         # lookup, linear; a pipeline's phase logs every wgmma read of its stages).
-        table = np.zeros(int(units.max()) + 1, bool)
-        table[written] = True
-        keep = table[units]
+        written = np.zeros(int(units.max()) + 1, bool)
+        written[units[writes]] = True
+        keep = written[units]
         units, issuers, warps = units[keep], issuers[keep], warps[keep]
         epochs, writes = epochs[keep], writes[keep]
         # (a) one unit touched by two warps, one of them writing: only a block barrier orders.
+        # (Every unit left was written; the lowest racy one is reported.)
         pairs = np.unique(units * self.warps + warps)
         unit_of, counts = np.unique(pairs // self.warps, return_counts=True)
-        racy = np.intersect1d(unit_of[counts > 1], written)
+        racy = unit_of[counts > 1]
         if racy.size:
             return int(racy[0])
         # (b) within one warp and warp-epoch: two issuers (lanes vs the warp), one writing.
         span = int(epochs.max()) + 1
         group = (units * self.warps + warps) * span + epochs
-        group_pairs = np.unique(np.stack([group, issuers], axis=1), axis=0)
-        g, gcounts = np.unique(group_pairs[:, 0], return_counts=True)
-        racy_groups = np.intersect1d(g[gcounts > 1], np.unique(group[writes]))
+        # (group, issuer) pairs as one int64 key: a 1-D unique sorts plain integers, where
+        # a unique over the rows of a 2-column array sorts them as opaque records (several
+        # times slower; this check is most of an interpreted pipeline's time)
+        issuer_span = int(issuers.max()) + 1
+        group_pairs = np.unique(group * issuer_span + issuers)
+        g, gcounts = np.unique(group_pairs // issuer_span, return_counts=True)
+        shared = g[gcounts > 1]  # sorted: the lowest racy group first
+        racy_groups = shared[np.isin(shared, group[writes])]
         if racy_groups.size == 0:
             return None
         return int(racy_groups[0] // span // self.warps)
