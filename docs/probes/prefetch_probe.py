@@ -3,9 +3,9 @@
 the mbarriers are initialised, take the first load's DRAM latency off a few-token kernel?
 
 At 64 x 4096 x 4096 (docs/performance.md, "Where a few-token kernel's time goes") the first
-TMA copy left 1.5 µs after the first block started (0.9 µs since the launch-scalars pass)
-and landed 0.9 µs later, while the whole kernel streams B for 7.7 µs: its prologue is
-about a sixth of its time. `cp.async.bulk.prefetch.tensor.2d.L2` needs no mbarrier, so
+TMA copy left 1.5 µs after the first block started (0.86 µs with the sizes made
+constants, which the launch-scalars pass approaches) and landed 0.9 µs later, while the
+whole kernel streams B for 7.7 µs: its prologue is about a sixth of its time. `cp.async.bulk.prefetch.tensor.2d.L2` needs no mbarrier, so
 the producer's elected thread can ask for its first tile's first STAGES steps of A and B
 at the kernel's first instruction, while thread 0 initialises the barriers; the TMA loads
 that follow then read L2.
