@@ -194,6 +194,7 @@ class _Block:
 
     def __init__(self, kernel: KernelIR, env: dict, consumers_first: bool = True):
         self.k = kernel
+        self.specialized = kernel.specialization is not None  # asked at every access
         self.consumers_first = consumers_first
         self.offsets = buffer_offsets(kernel)
         self.env = env
@@ -304,7 +305,7 @@ class _Block:
                 case Let():
                     for a in actors:
                         a.env[s.var] = int(evaluate(s.value, a.env))
-                case Barrier(scope="block") if self.k.specialization is None:
+                case Barrier(scope="block") if not self.specialized:
                     threads = [t for a in actors for t in a.threads]
                     joint = self.node([self.last[t] for t in threads])
                     for t in threads:
@@ -450,9 +451,7 @@ class _Block:
         acc = _Access(tile.buffer, lo, hi, write, asynchronous, start, end, t, lanes, stmt, who)
         # the order the program means: in lock step (no roles) the trace's own order
         acc.rank = (
-            (a.env.get("step", -1), self.actors.index(a), start)
-            if self.k.specialization
-            else (start,)
+            (a.env.get("step", -1), self.actors.index(a), start) if self.specialized else (start,)
         )
         acc.block = a.block if block is None else block
         self.accesses.append(acc)
