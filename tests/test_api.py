@@ -2,7 +2,8 @@
 arrays and torch tensors (the GPU; those tests skip without one).
 
 Checked here, on numpy: exact products at the block tile and off it (the guarded twin),
-row- and column-major operands, a batch, an epilogue's bias, `C +=` into `out`; a file
+row- and column-major operands, a batch, an epilogue's bias, `C +=` into `out`, an empty
+product (an empty C, nothing run; K = 0 refused); a file
 with several kernels of one product picks by shape; `repr` and `explain`; every wrong
 input refused with its exact message, nothing computed."""
 
@@ -98,6 +99,42 @@ def test_c_plus_equals_needs_out_and_adds_to_it() -> None:
     before = exact(out).copy()
     acc(a, b, out=out)
     assert np.array_equal(exact(out), before + exact(a) @ exact(b))
+
+
+@pytest.mark.parametrize("size", [(0, 64, 32), (64, 0, 32), (0, 0, 32)])
+def test_an_empty_c_is_returned_without_running(hgemm, size) -> None:
+    """M or N = 0 (a batch of no tokens): an empty C, as torch's `x @ w` gives, of the
+    declared type and layout; with out=, out itself. Nothing runs (the interpreter would
+    refuse a grid of no blocks)."""
+    m, n, k = size
+    rng = np.random.default_rng(11)
+    a, b = ints(rng, (m, k)), ints(rng, (k, n))
+    c = hgemm(a, b)
+    assert c.shape == (m, n) and c.dtype == np.float32 and c.flags.c_contiguous
+    out = np.zeros((m, n), np.float32)
+    assert hgemm(a, b, out=out) is out
+    # an epilogue's vector of N = 0 entries, `C +=` into an empty out, a batch of none
+    epilogue = tiledsl.load(EXAMPLES / "epilogue.tile")
+    d = np.zeros((n,), np.float32)
+    empty = np.zeros((m, n), np.float16)
+    assert epilogue(a, b, D=d, out=empty) is empty
+    batched = tiledsl.load(EXAMPLES / "batched.tile", kernel="batched")
+    assert batched(ints(rng, (0, 40, 24)), ints(rng, (24, 56))).shape == (0, 40, 56)
+
+
+def test_k_0_is_refused_unless_c_is_empty(hgemm) -> None:
+    """K = 0 with a C of elements: each would be the epilogue of an empty sum, which
+    tiledsl does not compute; refused with a message, nothing written."""
+    out = np.full((4, 8), 7.0, np.float32)
+    with pytest.raises(ArgumentError) as err:
+        hgemm(np.zeros((4, 0), np.float16), np.zeros((0, 8), np.float16), out=out)
+    assert str(err.value) == (
+        "K = 0: every element of C would be a sum over nothing (zero, then the epilogue), "
+        "which tiledsl does not compute; it takes K >= 1 (an empty C, where M or N is 0, it "
+        "returns as it is)"
+    )
+    assert (out == 7.0).all()
+    assert hgemm(np.zeros((0, 0), np.float16), np.zeros((0, 8), np.float16)).shape == (0, 8)
 
 
 def test_one_callable_picks_a_kernel_by_shape() -> None:
@@ -342,6 +379,25 @@ def test_cupy_arrays_run_on_the_gpu(hgemm, size) -> None:
     c = hgemm(cupy.asarray(a), cupy.asarray(b))
     assert isinstance(c, cupy.ndarray)
     assert np.array_equal(exact(c.get()), exact(a) @ exact(b))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU visible to CuPy")
+def test_an_empty_product_on_the_gpu_launches_nothing() -> None:
+    """No tokens: an empty C of CuPy or torch, on the device, as the declarations say."""
+    import cupy
+
+    k = tiledsl.load(EXAMPLES / "main.tile")
+    a, b = cupy.zeros((0, 64), cupy.float16), cupy.zeros((64, 128), cupy.float16)
+    c = k(a, b)
+    assert isinstance(c, cupy.ndarray) and c.shape == (0, 128)
+    torch = pytest.importorskip("torch")
+    x = torch.zeros((0, 64), dtype=torch.float16, device="cuda")
+    w = torch.zeros((64, 128), dtype=torch.float16, device="cuda")
+    y = k(x, w)
+    assert y.shape == (0, 128) and y.is_cuda
+    op = tiledsl.torch.register(EXAMPLES / "main.tile", "empty_tokens")
+    assert op(x, w).shape == (0, 128)
 
 
 @pytest.mark.gpu

@@ -43,6 +43,7 @@ def run_on_gpu(owner, plan, pointers: dict[str, int], values) -> None:
         if pointer % ALIGNMENT:
             raise ArgumentError(misaligned_message(name, pointer))
     choice = plan.choice
+    assert choice is not None  # an empty C never launches (Kernel.__call__)
     launcher = owner._gpu.get(choice.kernel.name)
     if launcher is None:
         launcher = owner._gpu[choice.kernel.name] = _launcher(owner, choice)

@@ -11,7 +11,8 @@ numpy arrays run in the interpreter (the same product, on the CPU, with its race
 the same code runs where there is no GPU); CuPy arrays and torch tensors run on the GPU,
 on the caller's current stream, without a copy. A file with several kernels of the same
 product is one callable: a size takes the first kernel that covers it without its guarded
-twin, else the first that covers it at all.
+twin, else the first that covers it at all. An empty product (M, N or the batch 0) returns
+an empty C and runs nothing; K = 0 with a C of elements is refused.
 """
 
 from __future__ import annotations
@@ -230,6 +231,8 @@ class Kernel:
         else:
             assert out_signed is not None
             out_pointer = out_signed[1]
+        if plan.choice is None:  # M, N or the batch is 0: C has no element, nothing runs
+            return given if given is not None else out
         values = plan.choice.sizes if scalars is None else {**plan.choice.sizes, **scalars}
         if plan.on_gpu:
             pointers = dict(zip(arrays, (pointer for _, pointer in signed), strict=True))
@@ -331,6 +334,14 @@ class Kernel:
         shape = declared_shape(g.c, dims)
         assert shape is not None  # every name of C is one of A's or B's
         first = views[g.a.name]
+        if 0 in (m, n, batch):  # as torch's and cuBLAS's: an empty C, no launch
+            return Plan(None, shape, (m, n, k), batch, first.library, first.device)
+        if k == 0:
+            raise ArgumentError(
+                f"{g.k} = 0: every element of {g.c.name} would be a sum over nothing (zero, "
+                f"then the epilogue), which tiledsl does not compute; it takes {g.k} >= 1 "
+                f"(an empty {g.c.name}, where {g.m} or {g.n} is 0, it returns as it is)"
+            )
         arch = None
         if first.on_gpu:
             from ..gpu.runtime import device_arch
@@ -344,7 +355,7 @@ class Kernel:
 class Plan:
     """What a call on arrays of one signature runs: the kernel, C's shape, the size."""
 
-    choice: Choice
+    choice: Choice | None  # None: C is empty (M, N or the batch 0), nothing runs
     out_shape: tuple[int, ...]
     size: tuple[int, int, int]
     batch: int
