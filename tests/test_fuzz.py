@@ -5,7 +5,7 @@ Every command (check, check --size, compile to stdout and with -o, --stop-after 
 run --cpu, viz, tune --dry-run) on every example, every examples/spaces space and generated
 kernels of every instruction path, mutated token by token, line by line and byte by byte,
 and with bad command-line values. The default budget is quick; CI sets TILEDSL_FUZZ_CASES
-(e.g. 400) for a longer run and TILEDSL_FUZZ_SEED picks another seed. A failure lists each
+(500) for a longer run and TILEDSL_FUZZ_SEED picks another seed. A failure lists each
 distinct kind of failure once, with a reproduction; `python tests/fuzz.py --seed S --case N
 --show` prints one case again.
 """
