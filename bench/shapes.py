@@ -106,15 +106,15 @@ def suite_groups(sizes) -> list[tuple[list[Path], list[tuple[int, int, int]], bo
         if not file.exists():
             continue
         tuned_at = {transposed(s) if swapped else s for s in read_suite(suite)}
-
-        def timed_at(size, tuned_at=tuned_at, fewer_tokens=fewer_tokens) -> bool:
-            if size in tuned_at:
-                return True
-            m, n, k = size
-            return fewer_tokens and any((n, k) == (tn, tk) and m < tm for tm, tn, tk in tuned_at)
-
-        groups.append(([file], [s for s in sizes if timed_at(s)], swapped))
+        at = [s for s in sizes if s in tuned_at or fewer_tokens and _fewer_tokens(s, tuned_at)]
+        groups.append(([file], at, swapped))
     return groups
+
+
+def _fewer_tokens(size, tuned_at) -> bool:
+    """Whether `size` has the weights (N x K) of a shape in `tuned_at` and fewer tokens."""
+    m, n, k = size
+    return any((n, k) == (tn, tk) and m < tm for tm, tn, tk in tuned_at)
 
 
 def default_plan(sizes) -> list[tuple[list[Path], list[tuple[int, int, int]], bool]]:

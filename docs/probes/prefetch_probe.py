@@ -21,18 +21,9 @@ default small_m_cluster_2, 64 x 64 tiles, 12 stages); a split kernel's later sli
 prefetch the wrong K steps.
 """
 
-import argparse
 import re
-from pathlib import Path
 
-import cupy as cp
-import numpy as np
-
-import tiledsl.driver as driver
-from tiledsl.commands.run import Report, check_size, gpu_checks, kernel_calls
-from tiledsl.gpu import runtime
-from tiledsl.gpu.baselines import cublas
-from tiledsl.gpu.timing import CudaClock, rotated_sets, time_calls
+from source_variants import arguments, compare, kernel_source
 
 PREFETCH_HELPER = r"""
 // probe: a box of the tensor map into L2 only (no shared memory, no mbarrier)
@@ -75,74 +66,16 @@ VARIANTS = {"emitted": lambda s: s, "prefetch": prefetch}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("sizes", nargs="+")
-    ap.add_argument("--tile", default="examples/tuned/small_m_cluster.tuned.tile")
-    ap.add_argument("--kernel", default="small_m_cluster_2")
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--repeat", type=int, default=50)
-    ap.add_argument("--data", nargs="+", default=["ints"])
+    ap = arguments(__doc__, "examples/tuned/small_m_cluster.tuned.tile", "small_m_cluster_2")
     ap.add_argument(
         "--show", action="store_true", help="print the prefetch variant's source and stop"
     )
     args = ap.parse_args()
-    sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes]
-
-    compiled = driver.compile_file(Path(args.tile))
-    index = [k.name for k in compiled.kernels].index(args.kernel)
-    k, launch = compiled.kernels[index], compiled.launches[index]
-    source = compiled.source_for((k,))
+    k, launch, source = kernel_source(args.tile, args.kernel)
     if args.show:
         print(prefetch(source))
         return
-    arch = runtime.device_arch()
-    arch = arch + "a" if arch == "sm_90" else arch
-    runs = {
-        name: runtime.launcher(
-            runtime.load_module(edit(source), arch, name=f"probe_{name}.cu"), launch
-        )
-        for name, edit in VARIANTS.items()
-    }
-    clock = CudaClock(arch)
-    base = cublas()
-    results = []
-    for size in sizes:
-        sizes_ = check_size(k, size)
-        for name, run in runs.items():
-            report = Report(k.name, size, "probe")
-            gpu_checks(k, run, sizes_, size, np.random.default_rng(1), report, Path("/tmp"))
-            bad = [c for c in report.checks if not c.ok]
-            print(f"{'x'.join(map(str, size))} {name}: {'PASS' if not bad else 'FAIL ' + str(bad)}")
-            assert not bad
-        for data in args.data:
-            sets, set_bytes = rotated_sets(size, 0, data)
-            work = {name: kernel_calls(k, run, sizes_, size, sets) for name, run in runs.items()}
-            work["cuBLAS"] = base.calls(k.gemm, size, sets)
-            order = list(work)
-            for round_ in range(args.rounds):
-                shift = round_ % len(order)  # each round in another order
-                for name in order[shift:] + order[:shift]:
-                    t = time_calls(
-                        work[name], clock, warmup=10, repeat=args.repeat, set_bytes=set_bytes
-                    )
-                    results.append((size, data, name, t.median_ms))
-                    print(
-                        f"{'x'.join(map(str, size)):>16} {data:6} r{round_} {name:9} {t.median_ms * 1e3:8.2f} us",
-                        flush=True,
-                    )
-            cp.cuda.Device().synchronize()
-    print(
-        f"\nsummary ({args.kernel}): median over rounds in µs, and x the fastest cuBLAS median of the size and data"
-    )
-    for size in sizes:
-        for data in args.data:
-            rows = [r for r in results if r[0] == size and r[1] == data]
-            best = min(r[3] for r in rows if r[2] == "cuBLAS")
-            line = f"{'x'.join(map(str, size)):>16} {data:6}"
-            for name in [*runs, "cuBLAS"]:
-                ms = float(np.median([r[3] for r in rows if r[2] == name]))
-                line += f" | {name} {ms * 1e3:.2f} ({best / ms:.3f})"
-            print(line)
+    compare(k, launch, source, VARIANTS, args)
 
 
 if __name__ == "__main__":

@@ -289,37 +289,7 @@ __device__ __forceinline__ void cp_async_wait() {
             isinstance(s, Copy) and s.by == "warp" for s in walk(k.body)
         ):
             out.append("const int lane = threadIdx.x % WARP_SIZE;")
-        # read from lane 0 where the path asks (wgmma): nvcc then knows the place the same
-        # in every lane and keeps what depends on it, the descriptors, in uniform registers.
-        # A coordinate of one warp only is written as the constant 0: every computing warp
-        # has it 0, and nvcc cannot fold `warp / 1` itself (it does not know the computing
-        # warps are the first ones), so with one consumer warpgroup along M it built each
-        # A descriptor in vector registers in the K loop (R2UR before every HGMMA). The
-        # producer warpgroup, whose `warp` is past them, reads no coordinate.
-        uniform = k.schedule.path.uniform_warp_index
-
-        def same_in_warp(expr: str, count: int) -> str:
-            if count == 1:
-                return "0"
-            return f"__shfl_sync(0xffffffffu, {expr}, 0)" if uniform else expr
-
-        warps_m, warps_n = k.warps
-        if k.teams > 1:
-            team = same_in_warp("warp / (WARPS_M * WARPS_N)", k.teams)
-            wm = same_in_warp("warp % (WARPS_M * WARPS_N) / WARPS_N", warps_m)
-            out += [
-                f"const int team = {team};  // pingpong: the warpgroup's team (the producer's "
-                "is TEAMS)",
-                f"const int wm = {wm}, wn = {same_in_warp('warp % WARPS_N', warps_n)};  // the "
-                "warp's place in its team's tile",
-            ]
-        else:
-            wm = same_in_warp("warp / WARPS_N", warps_m)
-            wn = same_in_warp("warp % WARPS_N", warps_n)
-            out.append(
-                f"const int wm = {wm}, wn = {wn};  // the warp's place in the block"
-                + (" (read from lane 0: uniform registers)" if "__shfl" in wm + wn else "")
-            )
+        out += _warp_place(k)
         # a tile count the body divides by is a launch scalar (a Divisor parameter); one the
         # host alone needed is not computed here
         passed = {v.var for v in k.launch_scalars}
@@ -726,3 +696,37 @@ def _read_names(k: KernelIR, tiles: dict[str, Expr]) -> set[str]:
         if name in read and name in tiles:
             read |= variables(tiles[name])
     return read
+
+
+def _warp_place(k: KernelIR) -> list[str]:
+    """The lines that give a warp its place: `wm`, `wn` (and with teams, `team`)."""
+    # read from lane 0 where the path asks (wgmma): nvcc then knows the place the same
+    # in every lane and keeps what depends on it, the descriptors, in uniform registers.
+    # A coordinate of one warp only is written as the constant 0: every computing warp
+    # has it 0, and nvcc cannot fold `warp / 1` itself (it does not know the computing
+    # warps are the first ones), so with one consumer warpgroup along M it built each
+    # A descriptor in vector registers in the K loop (R2UR before every HGMMA). The
+    # producer warpgroup, whose `warp` is past them, reads no coordinate.
+    uniform = k.schedule.path.uniform_warp_index
+
+    def same_in_warp(expr: str, count: int) -> str:
+        if count == 1:
+            return "0"
+        return f"__shfl_sync(0xffffffffu, {expr}, 0)" if uniform else expr
+
+    warps_m, warps_n = k.warps
+    if k.teams > 1:
+        team = same_in_warp("warp / (WARPS_M * WARPS_N)", k.teams)
+        wm = same_in_warp("warp % (WARPS_M * WARPS_N) / WARPS_N", warps_m)
+        return [
+            f"const int team = {team};  // pingpong: the warpgroup's team (the producer's "
+            "is TEAMS)",
+            f"const int wm = {wm}, wn = {same_in_warp('warp % WARPS_N', warps_n)};  // the "
+            "warp's place in its team's tile",
+        ]
+    wm = same_in_warp("warp / WARPS_N", warps_m)
+    wn = same_in_warp("warp % WARPS_N", warps_n)
+    return [
+        f"const int wm = {wm}, wn = {wn};  // the warp's place in the block"
+        + (" (read from lane 0: uniform registers)" if "__shfl" in wm + wn else "")
+    ]
