@@ -3,7 +3,7 @@ arrays and torch tensors (the GPU; those tests skip without one).
 
 Checked here, on numpy: exact products at the block tile and off it (the guarded twin),
 row- and column-major operands, a batch, an epilogue's bias, `C +=` into `out`, an empty
-product (an empty C, nothing run; K = 0 refused); a file
+product (an empty C, nothing run; K = 0: the epilogue of zero sums); a file
 with several kernels of one product picks by shape; `repr` and `explain`; every wrong
 input refused with its exact message, nothing computed."""
 
@@ -122,19 +122,53 @@ def test_an_empty_c_is_returned_without_running(hgemm, size) -> None:
     assert batched(ints(rng, (0, 40, 24)), ints(rng, (24, 56))).shape == (0, 40, 56)
 
 
-def test_k_0_is_refused_unless_c_is_empty(hgemm) -> None:
-    """K = 0 with a C of elements: each would be the epilogue of an empty sum, which
-    tiledsl does not compute; refused with a message, nothing written."""
+def test_k_0_gives_the_epilogue_of_zero_sums(hgemm) -> None:
+    """K = 0 under a C of elements: each element is a sum over nothing, then the epilogue,
+    as torch's addmm gives: zeros for a plain product (new or into out), C itself for
+    `C +=`, and beta·C plus the bias, relu'd, with an epilogue; nothing launched."""
+    a, b = np.zeros((4, 0), np.float16), np.zeros((0, 8), np.float16)
     out = np.full((4, 8), 7.0, np.float32)
+    assert hgemm(a, b, out=out) is out
+    assert (out == 0).all() and not np.signbit(out).any()
+    new = hgemm(a, b)
+    assert new.shape == (4, 8) and new.dtype == np.float32 and (new == 0).all()
+    acc = tiledsl.load((EXAMPLES / "hgemm.tile").read_text().replace("C[m, n] = ", "C[m, n] += "))
+    kept = np.arange(32, dtype=np.float32).reshape(4, 8)
+    assert np.array_equal(acc(a, b, out=kept.copy()), kept)
+    epilogue = tiledsl.load(EXAMPLES / "epilogue.tile")  # alpha 0.5, beta 2, bias D, relu
+    rng = np.random.default_rng(12)
+    c_in, d = ints(rng, (4, 8)), ints(rng, (8,), np.float32)
+    out = c_in.copy()
+    epilogue(a, b, D=d, out=out)
+    expected = np.maximum(2 * exact(c_in) + exact(d), 0)
+    assert np.array_equal(exact(out), expected)
+    # a column-major C (hgemm_nt) and a batch: the same, in their layouts
+    nt = tiledsl.load(EXAMPLES / "hgemm_nt.tile")
+    c = nt(np.zeros((5, 0), np.float16), np.zeros((6, 0), np.float16))
+    assert c.flags.f_contiguous and c.shape == (5, 6) and (c == 0).all()
+    batched = tiledsl.load(EXAMPLES / "batched.tile", kernel="batched")
+    c = batched(np.zeros((3, 4, 0), np.float16), np.zeros((0, 5), np.float16))
+    assert c.shape == (3, 4, 5) and (c == 0).all()
+    assert hgemm(np.zeros((0, 0), np.float16), np.zeros((0, 8), np.float16)).shape == (0, 8)
+
+
+def test_k_0_with_kernels_of_different_epilogues_is_refused() -> None:
+    """Two kernels of one product whose epilogues differ: a K = 0 call runs neither, so it
+    cannot say whose epilogue C takes; refused with a message, nothing written."""
+    text = (EXAMPLES / "epilogue.tile").read_text()
+    bias_only = text.replace("gemm_bias_relu", "gemm_bias_only").replace(
+        "alpha 0.5, beta 2, bias D, relu", "bias D"
+    )
+    both = tiledsl.load(text + bias_only)
+    out = np.full((4, 8), 7.0, np.float16)
+    d = np.zeros((8,), np.float32)
     with pytest.raises(ArgumentError) as err:
-        hgemm(np.zeros((4, 0), np.float16), np.zeros((0, 8), np.float16), out=out)
+        both(np.zeros((4, 0), np.float16), np.zeros((0, 8), np.float16), D=d, out=out)
     assert str(err.value) == (
-        "K = 0: every element of C would be a sum over nothing (zero, then the epilogue), "
-        "which tiledsl does not compute; it takes K >= 1 (an empty C, where M or N is 0, it "
-        "returns as it is)"
+        "K = 0: C is what the epilogue makes of zero sums, and <string>'s kernels have "
+        "different epilogues: load one with kernel=NAME (gemm_bias_relu, gemm_bias_only)"
     )
     assert (out == 7.0).all()
-    assert hgemm(np.zeros((0, 0), np.float16), np.zeros((0, 8), np.float16)).shape == (0, 8)
 
 
 def test_one_callable_picks_a_kernel_by_shape() -> None:
@@ -398,6 +432,38 @@ def test_an_empty_product_on_the_gpu_launches_nothing() -> None:
     assert y.shape == (0, 128) and y.is_cuda
     op = tiledsl.torch.register(EXAMPLES / "main.tile", "empty_tokens")
     assert op(x, w).shape == (0, 128)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU visible to CuPy")
+def test_k_0_on_the_gpu_gives_the_epilogue_of_zero_sums() -> None:
+    """K = 0 with CuPy arrays and torch tensors (f16 and bf16 C): zeros for a plain
+    product, alpha·0 + beta·C with a runtime epilogue, on torch's current stream."""
+    import cupy
+
+    k = tiledsl.load(EXAMPLES / "main.tile")
+    c = k(cupy.zeros((3, 0), cupy.float16), cupy.zeros((0, 40), cupy.float16))
+    assert isinstance(c, cupy.ndarray) and c.shape == (3, 40) and not bool(c.any())
+    scaled = tiledsl.load(EXAMPLES / "epilogue_runtime.tile")
+    rng = np.random.default_rng(13)
+    c_in = ints(rng, (4, 8))
+    out = cupy.asarray(c_in)
+    zero_a, zero_b = cupy.zeros((4, 0), cupy.float16), cupy.zeros((0, 8), cupy.float16)
+    scaled(zero_a, zero_b, out=out, alpha=3.0, beta=0.5)
+    assert np.array_equal(exact(out.get()), 0.5 * exact(c_in))
+    torch = pytest.importorskip("torch")
+    for dtype in (torch.float16, torch.bfloat16):
+        bf16 = (EXAMPLES / "epilogue_runtime.tile").read_text().replace("f16[", "bf16[")
+        kern = scaled if dtype == torch.float16 else tiledsl.load(bf16)
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            c = torch.from_numpy(c_in.astype(np.float32)).cuda().to(dtype) * 1
+            x = torch.zeros((4, 0), dtype=dtype, device="cuda")
+            w = torch.zeros((0, 8), dtype=dtype, device="cuda")
+            kern(x, w, out=c, beta=-2.0)
+            doubled = c * 1  # after the sums, on the same stream
+        stream.synchronize()
+        assert torch.equal(doubled.float().cpu(), torch.from_numpy(-2 * c_in.astype(np.float32)))
 
 
 @pytest.mark.gpu

@@ -12,7 +12,10 @@ the same code runs where there is no GPU); CuPy arrays and torch tensors run on 
 on the caller's current stream, without a copy. A file with several kernels of the same
 product is one callable: a size takes the first kernel that covers it without its guarded
 twin, else the first that covers it at all. An empty product (M, N or the batch 0) returns
-an empty C and runs nothing; K = 0 with a C of elements is refused.
+an empty C and runs nothing; K = 0 under a C of elements makes each element the epilogue of
+a zero sum (zeros for a plain product, C itself for `C +=`, beta·C and a bias where the
+epilogue has them, as torch's addmm gives), computed by the arrays' own library
+(tiledsl.api.empty_sums), no kernel launched.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ from ..driver import Compiled, compile_file, compile_source
 from ..emit.launch import Launch, runtime_scalars
 from ..errors import UsageError
 from ..ir.dtypes import decode, encode
+from ..ir.epilogue import Epilogue
 from ..ir.expr import Const
 from ..ir.nodes import KernelIR
 from ..ir.partial_tiles import tma_only
 from ..lowering.edges import variant
+from .empty_sums import write_empty_sums
 from .gpu import run_on_gpu
 from .operands import (
     ArgumentError,
@@ -231,19 +236,34 @@ class Kernel:
         else:
             assert out_signed is not None
             out_pointer = out_signed[1]
-        if plan.choice is None:  # M, N or the batch is 0: C has no element, nothing runs
+        if plan.choice is None and plan.empty:  # M, N or the batch is 0: nothing runs
             return given if given is not None else out
-        values = plan.choice.sizes if scalars is None else {**plan.choice.sizes, **scalars}
-        if plan.on_gpu:
+        if plan.choice is None:  # K = 0: the epilogue of a zero sum, by the arrays' library
+            biases = {name: arrays[name] for name in self._extra_names}
+            write_empty_sums(self.kernels[0], out, biases, scalars or {}, plan.library)
+        elif plan.on_gpu:
+            values = plan.choice.sizes if scalars is None else {**plan.choice.sizes, **scalars}
             pointers = dict(zip(arrays, (pointer for _, pointer in signed), strict=True))
             pointers[g.c.name] = out_pointer
             run_on_gpu(self, plan, pointers, values)
         else:
+            values = plan.choice.sizes if scalars is None else {**plan.choice.sizes, **scalars}
             _run_in_interpreter(plan.choice, arrays, out, plan.size, plan.batch, values)
         if given is not None and out is not given:  # copy=True made a copy of `out`
             _write_back(given, out)
             return given
         return out
+
+    def _one_epilogue(self, why: str) -> None:
+        """ArgumentError when the callable's kernels differ in their epilogue, which a
+        call that runs none of them (`why`) would have to choose among."""
+        kinds = {Epilogue.of(k.schedule, k.gemm) for k in self.kernels}
+        if len(kinds) > 1:
+            names = ", ".join(k.name for k in self.kernels)
+            raise ArgumentError(
+                f"{why}: C is what the epilogue makes of zero sums, and {self.compiled.file}'s "
+                f"kernels have different epilogues: load one with kernel=NAME ({names})"
+            )
 
     def _scalars(self, extras: dict) -> dict[str, float]:
         """The call's values of the epilogue's runtime alpha and beta (taken out of
@@ -336,12 +356,9 @@ class Kernel:
         first = views[g.a.name]
         if 0 in (m, n, batch):  # as torch's and cuBLAS's: an empty C, no launch
             return Plan(None, shape, (m, n, k), batch, first.library, first.device)
-        if k == 0:
-            raise ArgumentError(
-                f"{g.k} = 0: every element of {g.c.name} would be a sum over nothing (zero, "
-                f"then the epilogue), which tiledsl does not compute; it takes {g.k} >= 1 "
-                f"(an empty {g.c.name}, where {g.m} or {g.n} is 0, it returns as it is)"
-            )
+        if k == 0:  # no launch either: the epilogue of zero sums (tiledsl.api.empty_sums)
+            self._one_epilogue(f"{g.k} = 0")
+            return Plan(None, shape, (m, n, k), batch, first.library, first.device)
         arch = None
         if first.on_gpu:
             from ..gpu.runtime import device_arch
@@ -355,7 +372,7 @@ class Kernel:
 class Plan:
     """What a call on arrays of one signature runs: the kernel, C's shape, the size."""
 
-    choice: Choice | None  # None: C is empty (M, N or the batch 0), nothing runs
+    choice: Choice | None  # None: nothing runs (C is empty, or K = 0: empty sums)
     out_shape: tuple[int, ...]
     size: tuple[int, int, int]
     batch: int
@@ -365,6 +382,12 @@ class Plan:
     @property
     def on_gpu(self) -> bool:
         return self.device >= 0
+
+    @property
+    def empty(self) -> bool:
+        """Whether C has no element (M, N or the batch 0)."""
+        m, n, _ = self.size
+        return 0 in (m, n, self.batch)
 
 
 def _value(e, dims: dict[str, int]) -> int:

@@ -213,7 +213,7 @@ def check_operand(op: OperandInfo, view: ArrayView, dims: dict[str, int], role: 
         )
     for axis, (e, size) in enumerate(zip(exprs, view.shape, strict=True)):
         # an empty dimension is a size like any other here: the kernel's call decides what
-        # an empty product is (an empty C; K = 0 is refused there)
+        # an empty product is (an empty C; K = 0 makes empty sums there)
         if isinstance(e, Const):
             expected = e.value
         elif isinstance(e, Var):
