@@ -335,6 +335,25 @@ def plot(found: list[dict], path: Path, title: str = "") -> None:
     write_outputs({path: picture.getvalue()})
 
 
+def merged_runs(paths: list[str], documents: list[dict]) -> list[dict]:
+    """Where each shape of a merged result was timed: a run per document given, with the
+    shapes it still counts at; a document that is itself a merge gives its own runs (each
+    with those of its shapes that still count), so that a result merged again keeps every
+    run's date and settings."""
+    last = latest_runs(documents)
+    runs = []
+    for i, (path, d) in enumerate(zip(paths, documents)):
+        counted = {bench.size_label(s) for s, j in last.items() if j == i}
+        inner = d.get("runs") or [
+            {"run": Path(path).name, "date": d.get("date"), "settings": d.get("settings")}
+        ]
+        for run in inner:
+            shapes = counted & set(run.get("shapes", counted))
+            if shapes:
+                runs.append({**run, "shapes": sorted(shapes)})
+    return runs
+
+
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -374,16 +393,7 @@ def main() -> None:
         if args.out:
             merged = {**documents[-1], "rows": rows}
             merged.update(copy_bandwidth=bandwidth, targets=found, summary=totals)
-            last = latest_runs(documents)
-            merged["runs"] = [
-                {
-                    "run": Path(run).name,
-                    "date": d.get("date"),
-                    "settings": d.get("settings"),
-                    "shapes": sorted(bench.size_label(s) for s, j in last.items() if j == i),
-                }
-                for i, (run, d) in enumerate(zip(args.from_json, documents))
-            ]
+            merged["runs"] = merged_runs(args.from_json, documents)
             bench.save_json(merged, Path(args.out))
             print(f"wrote {args.out}")
         if args.plot:

@@ -642,3 +642,32 @@ def test_shapes_from_json_takes_each_shape_from_the_last_run_that_timed_it(monke
         ("cuBLAS", [1, 2, 3]),
     ]
     assert [r["label"] for r in shapes.latest_rows([second, first])] == ["a", "cuBLAS", "a"]
+
+
+def test_a_result_merged_again_keeps_each_runs_date(monkeypatch) -> None:
+    """`--from-json` over a result that is itself a merge: its runs are kept, each with
+    the shapes it still counts at (a run whose shapes were all timed again drops out), and
+    a plain run is named by its file."""
+    shapes = _bench_script("shapes", monkeypatch)
+
+    def rows(*sizes):
+        return [{"label": "k", "kind": "tiledsl", "size": list(s), "time_ms": 1.0} for s in sizes]
+
+    merged = {
+        "rows": rows((1, 2, 3), (4, 5, 6), (7, 8, 9)),
+        "runs": [
+            {"run": "early.json", "date": "d1", "settings": {"rounds": 1}, "shapes": ["1x2x3"]},
+            {"run": "mid.json", "date": "d2", "settings": {}, "shapes": ["4x5x6", "7x8x9"]},
+        ],
+    }
+    again = {"rows": rows((1, 2, 3), (4, 5, 6)), "date": "d3", "settings": {"rounds": 2}}
+    runs = shapes.merged_runs(["canonical.json", "/tmp/again.json"], [merged, again])
+    assert runs == [
+        {"run": "mid.json", "date": "d2", "settings": {}, "shapes": ["7x8x9"]},
+        {
+            "run": "again.json",
+            "date": "d3",
+            "settings": {"rounds": 2},
+            "shapes": ["1x2x3", "4x5x6"],
+        },
+    ]
