@@ -241,14 +241,14 @@ class Kernel:
         if plan.choice is None:  # K = 0: the epilogue of a zero sum, by the arrays' library
             biases = {name: arrays[name] for name in self._extra_names}
             write_empty_sums(self.kernels[0], out, biases, scalars or {}, plan.library)
-        elif plan.on_gpu:
-            values = plan.choice.sizes if scalars is None else {**plan.choice.sizes, **scalars}
-            pointers = dict(zip(arrays, (pointer for _, pointer in signed), strict=True))
-            pointers[g.c.name] = out_pointer
-            run_on_gpu(self, plan, pointers, values)
         else:
             values = plan.choice.sizes if scalars is None else {**plan.choice.sizes, **scalars}
-            _run_in_interpreter(plan.choice, arrays, out, plan.size, plan.batch, values)
+            if plan.on_gpu:
+                pointers = dict(zip(arrays, (pointer for _, pointer in signed), strict=True))
+                pointers[g.c.name] = out_pointer
+                run_on_gpu(self, plan, pointers, values)
+            else:
+                _run_in_interpreter(plan.choice, arrays, out, plan.size, plan.batch, values)
         if given is not None and out is not given:  # copy=True made a copy of `out`
             _write_back(given, out)
             return given
