@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import cupy as cp
@@ -30,7 +31,8 @@ from tiledsl.gpu.timing import CudaClock, median, rotation_count, time_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT = ROOT / "bench" / "results" / "shapes-h200-2026-12-05.json"
-COPY_BYTES = 1 << 30  # as bench/shapes.py: far past the L2
+sys.path.insert(0, str(ROOT / "bench"))  # the shapes benchmark's bound: its copy, its bytes
+from shapes import MEMORY_BOUND_M, copy_bandwidth, operand_bytes  # noqa: E402
 
 
 def pick(label: str) -> tuple[Path, str | None, bool]:
@@ -65,14 +67,6 @@ def operands(size, swapped: bool, count: int):
     ]
 
 
-def copy_rate(clock: CudaClock) -> float:
-    """Bytes per second of a device-to-device copy (read + written), as bench/shapes.py."""
-    src = cp.ones(COPY_BYTES, cp.uint8)
-    dst = cp.empty_like(src)
-    copy = time_calls([lambda: dst.data.copy_from_device_async(src.data, COPY_BYTES)], clock)
-    return 2 * COPY_BYTES / (copy.median_ms * 1e-3)
-
-
 def back_to_back_ms(calls, clock: CudaClock, count: int) -> float:
     """ms per call of `count` calls queued behind the hold kernel, one event pair around
     them all."""
@@ -94,10 +88,10 @@ def main() -> None:
     ap.add_argument("--result", type=Path, default=RESULT)
     ap.add_argument("--calls", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--max-m", type=int, default=64)
+    ap.add_argument("--max-m", type=int, default=MEMORY_BOUND_M)
     args = ap.parse_args()
     clock = CudaClock(device_arch())
-    rate = copy_rate(clock)
+    rate = copy_bandwidth()
     empty = cp.RawKernel('extern "C" __global__ void empty() {}', "empty")
     print(
         f"copy rate {rate / 1e12:.2f} TB/s; µs per call, each (an event pair around each, "
@@ -116,7 +110,7 @@ def main() -> None:
             continue
         file, name, swapped = pick(target["best"])
         kern = tiledsl.load(file, kernel=name)
-        bytes_moved = 2 * (m * k + n * k + m * n)
+        bytes_moved = operand_bytes(size)
         sets = operands(size, swapped, rotation_count(bytes_moved, l2_bytes()))
         if swapped:  # C^T = W x^T: A = W (N x K row), B = x^T (K x M col), C = y^T
             ours = [lambda s=s, kern=kern: kern(s[1], s[0].T, out=s[2].T) for s in sets]

@@ -263,27 +263,8 @@ __device__ __forceinline__ void cp_async_wait() {
         return []
 
     def _prologue(self, k: KernelIR) -> list[str]:
-        out = []
-        if k.buffers:
-            out += lowering_for(k).shared_memory(k)
-            for b in k.buffers:
-                up, ctype = b.name.upper(), C_TYPES[b.dtype]
-                off = buffer_offsets(k)[b.name]
-                out.append(f"// {b.name}: {b.purpose}, {b.size_bytes} bytes at byte {off}")
-                major = "ROWS" if b.layout == "row" else "COLS"
-                if b.panel:
-                    shape = f"[{up}_PANELS][{up}_{major}][{up}_PANEL]"
-                    out.append(
-                        f"{ctype} (*{b.name}){shape} = "
-                        f"reinterpret_cast<{ctype} (*){shape}>(smem + {off});"
-                    )
-                    continue
-                out.append(
-                    f"{ctype} (*{b.name})[{up}_{major}][{up}_PITCH] = "
-                    f"reinterpret_cast<{ctype} (*)[{up}_{major}][{up}_PITCH]>(smem + {off});"
-                )
+        out = _buffer_views(k)
         tiles = grid_vars(k)
-        mapping = tile_steps(k)
         out.append("const int warp = threadIdx.x / WARP_SIZE;")
         if k.schedule.path.lane_addressed or any(
             isinstance(s, Copy) and s.by == "warp" for s in walk(k.body)
@@ -302,49 +283,13 @@ __device__ __forceinline__ void cp_async_wait() {
         if counts:
             out.append(f"const int {', '.join(counts)};")
         if k.cluster_size > 1:
-            place = cluster_place(k)
             ctiles = [
                 f"{n} = {to_c(tiles[n])}"
                 for n in ("ctiles_m", "ctiles_n")
                 if n not in passed and n in needed
             ]
-            out += [
-                *(
-                    [
-                        f"const int {', '.join(ctiles)};  // cluster tiles: "
-                        "CLUSTER_M x CLUSTER_N tiles each"
-                    ]
-                    if ctiles
-                    else []
-                ),
-                "const int rank = blockIdx.x % CLUSTER_SIZE;  // %cluster_ctarank: the "
-                "cluster is CLUSTER_SIZE consecutive blocks along x",
-                f"const int crow = {to_c(place['crow'])}, ccol = {to_c(place['ccol'])};  // "
-                "the block's place in its cluster's tile",
-            ]
-        out += [
-            (
-                "const int pid = blockIdx.x / CLUSTER_SIZE;  // the cluster's "
-                + ("first cluster tile (persistent)" if k.persistent else "cluster tile")
-                if k.cluster_size > 1
-                else "const int pid = blockIdx.x;  // "
-                + (
-                    "the block's first tile (persistent: blocks step by gridDim.x)"
-                    if k.persistent
-                    else "one block per tile: tiles_m x tiles_n blocks"
-                )
-            ),
-            *(
-                ["const int bz = blockIdx.y;  // which product of the batch"]
-                if k.gemm.batch is not None
-                else []
-            ),
-            f"// swizzle {' '.join(str(x) for x in k.raster if x)}: which tile this block computes",
-        ]
-        if k.persistent:  # each tile of the loop maps its own (tiledsl.passes.warp_specialization)
-            out[-1] = f"// swizzle {' '.join(str(x) for x in k.raster if x)}: inside the tile loop"
-        else:
-            out += [f"const int {name} = {to_c(e)};" for name, e in mapping.items()]
+            out += _cluster_place(k, ctiles)
+        out += _block_tile(k)
         if k.raster[0] == "none" and any(c.startswith("tiles_m") for c in counts):
             out.append("(void)tiles_m;")
         return out + lowering_for(k).prologue(k)
@@ -433,14 +378,8 @@ __device__ __forceinline__ void cp_async_wait() {
                 *("        " + x for x in self._epilogue_element(k, c, src_el, dst_el, along_rows)),
                 "    }",
             ]
-        elif c.mode == "async":
-            lines.append(f"    cp_async<{nbytes}>(&{dst_el}, &{src_el});")
-        elif src_t == dst_t and nbytes in _VECTOR_TYPES:
-            vt = _VECTOR_TYPES[nbytes]
-            lines.append(
-                f"    *reinterpret_cast<{vt}*>(&{dst_el}) = "
-                f"*reinterpret_cast<const {vt}*>(&{src_el});"
-            )
+        elif move := _vector_move(c, nbytes, src_t == dst_t, src_el, dst_el):
+            lines.append(f"    {move}")
         else:
             value = self._converted(f"(&{src_el})[e]", src_t, dst_t)
             lines += [
@@ -517,28 +456,13 @@ __device__ __forceinline__ void cp_async_wait() {
             else f"    const int c = v / {row_vecs}, r = v % {row_vecs} * {c.vector};",
             f"    const int gr = {grow}, gc = {gcol};  // in {op.name}",
         ]
-        vector_copy = None
-        if c.vector > 1 and src_t == dst_t:
-            if c.mode == "async":
-                vector_copy = f"cp_async<{nbytes}>(&{dst_el}, &{src_el});"
-            elif nbytes in _VECTOR_TYPES:
-                vt = _VECTOR_TYPES[nbytes]
-                vector_copy = (
-                    f"*reinterpret_cast<{vt}*>(&{dst_el}) = "
-                    f"*reinterpret_cast<const {vt}*>(&{src_el});"
-                )
-        value = self._converted(f"(&{src_el})[e]", src_t, dst_t)
-        if load:
-            element = [f"(&{dst_el})[e] = ({one}) ? {value} : {self.zero[dst_t]};"]
-        elif c.epilogue is not None:
-            vector_copy = None  # element by element: each element gets the epilogue
-            element = [
-                f"if ({one}) {{",
-                *("    " + x for x in self._epilogue_element(k, c, src_el, dst_el, along_rows)),
-                "}",
-            ]
-        else:
-            element = [f"if ({one}) (&{dst_el})[e] = {value};"]
+        # a store through the epilogue goes element by element: each element gets it
+        vector_copy = (
+            _vector_move(c, nbytes, True, src_el, dst_el)
+            if c.vector > 1 and src_t == dst_t and (load or c.epilogue is None)
+            else None
+        )
+        element = self._guarded_element(k, c, (src_el, dst_el), one, along_rows, load)
         loop = [
             "#pragma unroll",
             f"for (int e = 0; e < {c.vector}; ++e) {{",
@@ -556,6 +480,23 @@ __device__ __forceinline__ void cp_async_wait() {
                 "    }",
             ]
         return out + ["}"]
+
+    def _guarded_element(self, k: KernelIR, c: Copy, elements, one: str, along_rows, load):
+        """Element e of a guarded copy's chunk (`elements`: its source and destination
+        element, `one`: the test that e lies inside the operand): a load reads zero
+        outside, a store writes nothing there (through the epilogue, where C has one)."""
+        src_el, dst_el = elements
+        src_t, dst_t = self.dtype_of(k, c.src), self.dtype_of(k, c.dst)
+        value = self._converted(f"(&{src_el})[e]", src_t, dst_t)
+        if load:
+            return [f"(&{dst_el})[e] = ({one}) ? {value} : {self.zero[dst_t]};"]
+        if c.epilogue is not None:
+            return [
+                f"if ({one}) {{",
+                *("    " + x for x in self._epilogue_element(k, c, src_el, dst_el, along_rows)),
+                "}",
+            ]
+        return [f"if ({one}) (&{dst_el})[e] = {value};"]
 
     def _epilogue_element(self, k: KernelIR, c: Copy, src_el: str, dst_el: str, along_rows):
         """Element e of a copy to C through the epilogue, one rounded f32 step at a time
@@ -730,3 +671,76 @@ def _warp_place(k: KernelIR) -> list[str]:
         f"const int wm = {wm}, wn = {wn};  // the warp's place in the block"
         + (" (read from lane 0: uniform registers)" if "__shfl" in wm + wn else "")
     ]
+
+
+def _buffer_views(k: KernelIR) -> list[str]:
+    """The shared-memory buffers, each a typed view at its offset (slots x rows x pitch,
+    or slots x panels x lines x panel)."""
+    if not k.buffers:
+        return []
+    out = [*lowering_for(k).shared_memory(k)]
+    for b in k.buffers:
+        up, ctype = b.name.upper(), C_TYPES[b.dtype]
+        off = buffer_offsets(k)[b.name]
+        out.append(f"// {b.name}: {b.purpose}, {b.size_bytes} bytes at byte {off}")
+        major = "ROWS" if b.layout == "row" else "COLS"
+        shape = (
+            f"[{up}_PANELS][{up}_{major}][{up}_PANEL]" if b.panel else f"[{up}_{major}][{up}_PITCH]"
+        )
+        out.append(
+            f"{ctype} (*{b.name}){shape} = reinterpret_cast<{ctype} (*){shape}>(smem + {off});"
+        )
+    return out
+
+
+def _cluster_place(k: KernelIR, ctiles: list[str]) -> list[str]:
+    """A clustered block's lines: the cluster tile counts it computes (`ctiles`), its rank
+    and its place in the cluster's tile."""
+    place = cluster_place(k)
+    counts = (
+        [f"const int {', '.join(ctiles)};  // cluster tiles: CLUSTER_M x CLUSTER_N tiles each"]
+        if ctiles
+        else []
+    )
+    return [
+        *counts,
+        "const int rank = blockIdx.x % CLUSTER_SIZE;  // %cluster_ctarank: the "
+        "cluster is CLUSTER_SIZE consecutive blocks along x",
+        f"const int crow = {to_c(place['crow'])}, ccol = {to_c(place['ccol'])};  // "
+        "the block's place in its cluster's tile",
+    ]
+
+
+def _block_tile(k: KernelIR) -> list[str]:
+    """The block's first tile (`pid`), its product of the batch, and, unless a persistent
+    loop maps each of its tiles itself, the tile's place in the raster."""
+    if k.cluster_size > 1:
+        pid = "const int pid = blockIdx.x / CLUSTER_SIZE;  // the cluster's " + (
+            "first cluster tile (persistent)" if k.persistent else "cluster tile"
+        )
+    else:
+        pid = "const int pid = blockIdx.x;  // " + (
+            "the block's first tile (persistent: blocks step by gridDim.x)"
+            if k.persistent
+            else "one block per tile: tiles_m x tiles_n blocks"
+        )
+    out = [pid]
+    if k.gemm.batch is not None:
+        out.append("const int bz = blockIdx.y;  // which product of the batch")
+    raster = " ".join(str(x) for x in k.raster if x)
+    if k.persistent:  # each tile of the loop maps its own (tiledsl.passes.warp_specialization)
+        return [*out, f"// swizzle {raster}: inside the tile loop"]
+    out.append(f"// swizzle {raster}: which tile this block computes")
+    return out + [f"const int {name} = {to_c(e)};" for name, e in tile_steps(k).items()]
+
+
+def _vector_move(c: Copy, nbytes: int, same_type: bool, src_el: str, dst_el: str) -> str | None:
+    """The one instruction that moves a chunk's whole vector of `nbytes`: cp.async, or a
+    load and a store of a 4-, 8- or 16-byte type where the types agree; None where none
+    does (the chunk goes element by element)."""
+    if c.mode == "async":
+        return f"cp_async<{nbytes}>(&{dst_el}, &{src_el});"
+    if same_type and nbytes in _VECTOR_TYPES:
+        vt = _VECTOR_TYPES[nbytes]
+        return f"*reinterpret_cast<{vt}*>(&{dst_el}) = *reinterpret_cast<const {vt}*>(&{src_el});"
+    return None
