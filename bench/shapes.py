@@ -58,6 +58,7 @@ PROJECTIONS = ((12288, 4096), (4096, 4096), (22016, 4096), (4096, 11008))
 #: bench/suites/llama2_7b_few_tokens.txt -o FEW_TOKENS` has written them.
 MANY_TOKENS = (
     ROOT / "examples" / "hopper" / "stream_k.tile",
+    ROOT / "examples" / "hopper" / "stream_k_aligned.tile",
     TUNED / "hopper_tuned_192.tile",
 )
 FEW_TOKENS = TUNED / "small_m.tuned.tile"

@@ -30,6 +30,7 @@ CASES = [
     "hopper/pingpong",  # warp_specialize pingpong: two teams on alternate tiles, their turns
     "hopper/cluster",  # cluster 2 x 1: multicast parts of B, releases across the cluster
     "hopper/stream_k",  # persistent stream_k: the shares, the partial sums and their flags
+    "hopper/stream_k_aligned",  # ... taken last tile first, the owner at the tile's last step
 ]
 
 

@@ -23,7 +23,7 @@ from tiledsl.driver import compile_source
 from tiledsl.frontend.parser import parse
 from tiledsl.interp.errors import DeadlockError, RaceError
 from tiledsl.ir.expr import Var, evaluate
-from tiledsl.ir.grid import contributors_end, stream_k_piece, stream_k_split, stream_k_tiles
+from tiledsl.ir.grid import contributors, stream_k_piece, stream_k_split, stream_k_tiles
 from tiledsl.ir.nodes import (
     HANDOFFS,
     Arrive,
@@ -119,7 +119,7 @@ def test_the_split_cuts_each_tile_of_the_last_round_into_s_slices(
         owner = parts[0][2]
         assert [pid for *_, pid in parts] == list(range(owner, owner + slices))
         env = {**env_of(split, tiles, blocks, owner, steps), "u": tile - whole}
-        assert evaluate(contributors_end(), env) == owner + slices
+        assert evaluate(contributors()[1], env) == owner + slices
     rounds = [
         evaluate(Var("dp_rounds"), env_of(split, tiles, blocks, p, steps)) for p in range(blocks)
     ]

@@ -27,7 +27,7 @@ from tiledsl.ir.expr import Var, evaluate
 from tiledsl.ir.grid import (
     SK_MAX_FILL,
     SK_PARTS,
-    contributors_end,
+    contributors,
     stream_k_piece,
     stream_k_split,
     stream_k_tiles,
@@ -142,11 +142,11 @@ def test_the_split_covers_every_step_of_the_tiles_left_once(tiles, blocks, steps
         assert parts[0][0] == 0 and parts[-1][1] == steps  # from the first step to the last
         assert all(a[1] == b[0] for a, b in itertools.pairwise(parts))  # no gap, no overlap
         owner = parts[0][2]
-        contributors = [pid for _, _, pid in parts[1:]]
-        assert contributors == list(range(owner + 1, owner + 1 + len(contributors)))
+        others = [pid for _, _, pid in parts[1:]]
+        assert others == list(range(owner + 1, owner + 1 + len(others)))
         env = split_env(tiles, blocks, owner, steps)
         env["u"] = tile - whole
-        assert evaluate(contributors_end(), env) == owner + 1 + len(contributors)
+        assert evaluate(contributors()[1], env) == owner + 1 + len(others)
     # the whole tiles: pid, pid + blocks, ... below `whole`, every one once
     rounds = [evaluate(Var("dp_rounds"), split_env(tiles, blocks, p, steps)) for p in range(blocks)]
     assert sum(rounds) == whole and max(rounds) - min(rounds) <= 1
@@ -353,7 +353,7 @@ def test_the_split_stays_in_32_bits_wherever_the_step_count_does() -> None:
         for name, e in stream_k_split(Var("K_STEPS")).items():
             env[name] = evaluate(e, env, int32=True)
         env["u"] = env["sk_last"] // steps - (env["sk_last"] % steps == 0)
-        evaluate(contributors_end(), env, int32=True)
+        evaluate(contributors()[1], env, int32=True)
     assert env["sk_last"] == 8 * steps
 
 

@@ -257,11 +257,16 @@ def _threads(kernel: KernelIR) -> list[str]:
             f"the tiles of a last round in {s.split_k} slices of their K steps each (a block "
             f"per slice, when they fit in the grid; else whole)"
             if s.split_k
+            else f"the tiles of a last round in equal shares of their K steps (at least "
+            f"1/{SK_PARTS} of a tile's each), each block's last tile first: every block starts "
+            "at K step 0"
+            if s.aligned
             else f"the tiles left in equal shares of their K steps (at least 1/{SK_PARTS} of "
             "a tile's each)"
         )
+        title = "split-K" if s.split_k else "stream-K" + (" aligned" if s.aligned else "")
         out.append(
-            f"  {'split-K' if s.split_k else 'stream-K'}  whole rounds of tiles, then {split}; "
+            f"  {title}  whole rounds of tiles, then {split}; "
             f"workspace: {bm * bn * 4} bytes "
             "of f32 partial sums and a flag per block of the grid, in global memory (the "
             "launcher allocates them once); every block resident (the persistent grid)"
@@ -546,7 +551,15 @@ def schedule_line(kernel: KernelIR) -> str:
     if s.warp_specialize:
         parts.append("warp_specialize" + (" pingpong" if s.pingpong else ""))
     if s.persistent:
-        kind = f" split_k {s.split_k}" if s.split_k else " stream_k" if s.stream_k else ""
+        kind = (
+            f" split_k {s.split_k}"
+            if s.split_k
+            else " stream_k_aligned"
+            if s.aligned
+            else " stream_k"
+            if s.stream_k
+            else ""
+        )
         parts.append("persistent" + kind)
     if s.cluster_size > 1:
         parts.append(f"cluster {s.cluster[0]}x{s.cluster[1]}")

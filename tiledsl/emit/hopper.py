@@ -250,6 +250,9 @@ def constants(k: KernelIR) -> list[str]:
         f"constexpr int SPLIT_K = {k.split_k};  // persistent split_k: a last round's tiles "
         "are cut into SPLIT_K slices of their K steps when a block per slice fits the grid"
         if k.split_k
+        else f"constexpr int SK_PARTS = {SK_PARTS};  // persistent stream_k_aligned: a block's "
+        "share is at least 1/SK_PARTS of a tile's K steps; every last round is shared"
+        if k.aligned
         else f"constexpr int SK_PARTS = {SK_PARTS}, SK_MAX_FILL = {SK_MAX_FILL};  // persistent "
         "stream_k: a block's share is at least 1/SK_PARTS of a tile's K steps; the last "
         "round's tiles are shared when they fill at most SK_MAX_FILL % of the grid"

@@ -134,6 +134,16 @@ def _persisting(k: KernelIR) -> str:
             "through the workspace and a flag, and the owner adds them in slice order before "
             "it stores C"
         )
+    if k.aligned:
+        return (
+            "one block per SM (gridDim.x, read at launch); every block takes dp_rounds whole "
+            "tiles pid, pid + gridDim.x, ..., then its equal share of the K steps of the last "
+            "round's tiles, its last tile first (stream-K, aligned): every block starts at K "
+            "step 0, so the blocks read A and B at the same K steps; a piece that ends inside "
+            "its tile hands its partial sum to the block holding the tile's last K step "
+            "through the workspace and a flag, and that block adds them in block order "
+            "before it stores C"
+        )
     if k.stream_k:
         return (
             "one block per SM (gridDim.x, read at launch); every block takes dp_rounds whole "

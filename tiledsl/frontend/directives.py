@@ -141,6 +141,8 @@ MAX_SPLIT_K = 64
 
 def _read_persistent(d, errs):
     kind = _word(d)
+    if kind == "stream_k_aligned":  # stream-K's shares, taken last tile first
+        return {"persistent": True, "stream_k": True, "aligned": True}
     if kind != "split_k":
         return {"persistent": True, "stream_k": kind == "stream_k"}
     v = _ints(d, 1, errs, minimum=2, maximum=MAX_SPLIT_K)

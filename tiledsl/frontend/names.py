@@ -74,7 +74,7 @@ GENERATED_LOCALS = frozenset(
     r3 lo hi pair sr sc h er ec team turn rank crow ccol ctiles_m ctiles_n cbm cbn row_mask
     column_mask mask remote workspace flags flag set threads k_steps last_wave sk_tiles dp_tiles
     dp_rounds sk_steps workers slices sk_first sk_last u k_lo k_hi partial sum sk_blocks sk_quotient
-    sk_remainder value multiplier shift""".split()
+    sk_remainder u_tile c_base c_first value multiplier shift""".split()
 )
 
 #: Locals declared `extern` (the dynamic shared memory): they have linkage, so they may not

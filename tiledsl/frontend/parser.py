@@ -183,7 +183,8 @@ class _Builder(Transformer):
         return self._word_set("mma", keyword, shapes, meta)
 
     def persistent_set(self, meta, children) -> Directive:
-        # `persistent {tiles, stream_k}`: whole tiles or stream-K's shares, tuned per shape
+        # `persistent {tiles, stream_k, stream_k_aligned}`: whole tiles or a split of the
+        # last round's tiles, tuned per shape
         keyword, *kinds = children
         return self._word_set("persistent", keyword, kinds, meta)
 
@@ -227,8 +228,10 @@ USAGE = {
     "warpgroups share each tile) or `pingpong` (two consumer teams on alternate tiles)",
     "persistent": "persistent takes nothing or `tiles` (one block per SM, each looping over "
     "whole tiles), `stream_k` (a last round of tiles that would leave SMs idle cut along K "
-    "into equal shares) or `split_k S` (its tiles in S slices of K, e.g. `split_k 2`); a "
-    "space may write `persistent {tiles, stream_k, split_k 2}`",
+    "into equal shares), `stream_k_aligned` (every last round so, each block taking its "
+    "tiles last first: all of them start at K step 0) or `split_k S` (its tiles in S slices "
+    "of K, e.g. `split_k 2`); a space may write `persistent {tiles, stream_k, "
+    "stream_k_aligned, split_k 2}`",
     "cluster": "a thread-block cluster is written CM x CN (blocks along M and N), "
     "e.g. cluster 2 x 1",
     "pad": "pad is written pad auto, pad none, pad xor, or pad A 8, B 8",

@@ -18,9 +18,10 @@ it. A read of a partial sum needs the acquire of its flag (happens-before throug
 release), which is the race check; a wait on a flag that no block sets is a deadlock.
 
 The blocks of a stream-K grid run from the last to the first: a tile's owner waits on the
-blocks after it, which have run by then. (On the GPU they run at once; a wait the blocks
-after it cannot satisfy is one no order satisfies, since a block's hand-over comes before
-its own waits.)
+blocks after it, which have run by then (`stream_k_aligned`: from the first to the last,
+its owners waiting on the blocks before them). On the GPU they run at once; a wait the
+blocks that ran before cannot satisfy is one no order satisfies, since a block's hand-over
+comes before its own waits.
 """
 
 from __future__ import annotations

@@ -368,8 +368,10 @@ class _Interpreter:
         # a persistent block finds its tiles in its loop over them; the others have one
         mapping = {} if self.kernel.persistent else tile_steps(self.kernel)
         # stream-K: the last block first, so that a tile's owner finds the partial sums of
-        # the blocks after it handed over (tiledsl.interp.fixups)
-        order = range(blocks - 1, -1, -1) if self.kernel.stream_k else range(blocks)
+        # the blocks after it handed over (tiledsl.interp.fixups); stream_k_aligned's
+        # owners add those of the blocks before them: the first block first
+        backwards = self.kernel.stream_k and not self.kernel.aligned
+        order = range(blocks - 1, -1, -1) if backwards else range(blocks)
         for bz, pid in itertools.product(range(batches), order):
             if size > 1:
                 self._run_cluster(grid, mapping, bz, pid)

@@ -24,7 +24,10 @@ cut into a few pieces, not into one per block. The piece of a tile that holds it
 step belongs to the tile's owner, the lowest block that works on it; the blocks after it
 (`contributors`) each start their share inside it, add their steps into a partial sum and
 hand it to the owner, which adds them in block order: one order of additions for a given
-grid, so the same bits on every run.
+grid, so the same bits on every run. `persistent stream_k_aligned` shares every last round
+so, and each block takes the tiles of its share last first (`u_tile`): all blocks start at
+K step 0, and a tile's owner is the block holding its last K step, which adds the partial
+sums of the blocks before it (`contributors`, `first_contributor`).
 """
 
 from __future__ import annotations
@@ -156,10 +159,10 @@ SK_PARTS = 4
 #: of step with each other (L2 serves fewer of their loads) cost more than the idle SMs
 #: (down to 0.67x at 2048 x 4096 x 11008), and at 27-70 % full stream-K wins 1-3 %.
 SK_MAX_FILL = 75
-U = Var("u")  # a block's stream-K tiles: u-th of the tiles left after the whole rounds
+U = Var("u")  # a block's stream-K pieces: the u-th (of the tiles left after the whole rounds)
 
 
-def stream_k_split(steps: Expr, split_k: int = 0) -> dict[str, Expr]:
+def stream_k_split(steps: Expr, split_k: int = 0, aligned: bool = False) -> dict[str, Expr]:
     """Named steps from the block's `pid`, the grid's `blocks`, the `tiles` and the K steps
     of a tile (`steps`, the name k_steps) to its whole tiles (`dp_rounds` of the first
     `dp_tiles`) and its stream-K share [sk_first, sk_last) of the K steps of the
@@ -171,6 +174,11 @@ def stream_k_split(steps: Expr, split_k: int = 0) -> dict[str, Expr]:
     workers are then sk_tiles * slices, so share b = t * slices + s starts at
     floor(b * k_steps / slices) = t * k_steps + floor(s * k_steps / slices): slice s of
     tile t, never across a tile's edge, its first slice's block the owner.
+
+    With `aligned` (`persistent stream_k_aligned`) every last round is shared, however
+    full: its blocks take their tiles last first (stream_k_piece), so they read A and B at
+    the same K steps as each other (two fronts: the heads' and the tails'), which is what
+    SK_MAX_FILL keeps stream-K from.
 
     Share b starts at floor(b * sk_steps / workers), computed as b * quotient +
     b * remainder / workers: no product exceeds sk_steps (or workers²), so the kernel's
@@ -195,7 +203,8 @@ def stream_k_split(steps: Expr, split_k: int = 0) -> dict[str, Expr]:
         share = maximum(k_steps // Const(SK_PARTS, "SK_PARTS"), 1)
         fill = Const(100) * last_wave // (Const(SK_MAX_FILL, "SK_MAX_FILL") * blocks + 1)
         split = {
-            "sk_tiles": last_wave * maximum(Const(1) - fill, 0),  # 0 when that round is full
+            # 0 when that round is full (stream_k_aligned: never)
+            "sk_tiles": last_wave if aligned else last_wave * maximum(Const(1) - fill, 0),
             "dp_tiles": tiles - sk_tiles,
             "dp_rounds": (dp_tiles - PID + blocks - 1) // blocks,  # this block's whole tiles
             "sk_steps": sk_tiles * k_steps,  # the K steps of the tiles left
@@ -213,15 +222,29 @@ def stream_k_split(steps: Expr, split_k: int = 0) -> dict[str, Expr]:
     }
 
 
-def stream_k_piece() -> dict[str, Expr]:
-    """Stream-K tile `u` of a block's share: the tile's index in the raster order, and the
-    block's K steps of it [k_lo, k_hi)."""
+def stream_k_piece(aligned: bool = False) -> dict[str, Expr]:
+    """The block's u-th stream-K piece: the tile's index in the raster order, and the
+    block's K steps of it [k_lo, k_hi). Stream-K takes a share's tiles in order;
+    `stream_k_aligned` takes them last first (`u_tile`, the tile among those left), so that
+    every block starts at K step 0 of its last tile: its other pieces end at their tiles'
+    last step (`aligned_step`)."""
     k_steps, first, last = Var("k_steps"), Var("sk_first"), Var("sk_last")
+    tile = piece_tile(aligned)
+    mapping: dict[str, Expr] = {}
+    if aligned:
+        start, stop = stream_k_tiles()
+        mapping["u_tile"] = start + stop - 1 - U
     return {
-        "tile": Var("dp_tiles") + U,
-        "k_lo": maximum(first - U * k_steps, 0),
-        "k_hi": minimum(last - U * k_steps, k_steps),
+        **mapping,
+        "tile": Var("dp_tiles") + tile,
+        "k_lo": maximum(first - tile * k_steps, 0),
+        "k_hi": minimum(last - tile * k_steps, k_steps),
     }
+
+
+def piece_tile(aligned: bool) -> Expr:
+    """The u-th piece's tile among the tiles left: u's own, or `stream_k_aligned`'s u_tile."""
+    return Var("u_tile") if aligned else U
 
 
 def stream_k_tiles() -> tuple[Expr, Expr]:
@@ -230,9 +253,42 @@ def stream_k_tiles() -> tuple[Expr, Expr]:
     return Var("sk_first") // k_steps, (Var("sk_last") + k_steps - 1) // k_steps
 
 
-def contributors_end() -> Expr:
-    """One past the last block whose share reaches into tile u (the owner's contributors
-    are the blocks pid + 1 up to it): the largest c whose share starts before the tile's
-    end, c * sk_steps / workers < (u + 1) * k_steps, which (sk_steps being sk_tiles *
-    k_steps) is c = ((u + 1) * workers - 1) / sk_tiles."""
-    return ((U + 1) * Var("workers") - 1) // Var("sk_tiles") + 1
+def aligned_step(kt: Expr) -> Expr:
+    """`stream_k_aligned`: the steps of a block's share before step kt of its u-th piece,
+    in the order the block takes them (its tiles last first): those of the tiles after
+    this one, then kt - k_lo."""
+    k_steps = Var("k_steps")
+    after = maximum(Var("sk_last") - (Var("u_tile") + 1) * k_steps, 0)
+    return after + kt - Var("k_lo")
+
+
+def contributors(aligned: bool = False) -> tuple[Expr, Expr]:
+    """The blocks whose partial sums of the piece's tile its owner adds, [begin, end), in
+    that order.
+
+    Stream-K (owner: the block holding the tile's first K step): the blocks after it,
+    pid + 1 up to the largest c whose share starts before the tile's end, c * sk_steps /
+    workers < (u + 1) * k_steps, which (sk_steps being sk_tiles * k_steps) is
+    c = ((u + 1) * workers - 1) / sk_tiles.
+
+    `stream_k_aligned` (owner: the block holding the tile's last K step): the blocks before
+    it, from the one holding the tile's first step up to pid. That one is `c_base`, the
+    first c whose share ends at or past the tile's start, (c + 1) * sk_steps / workers >=
+    u_tile * k_steps, i.e. c + 1 >= ceil(u_tile * workers / sk_tiles), or the block after
+    it where c_base's share ends right there (`c_first`). No product exceeds sk_tiles *
+    workers or a share's start."""
+    if not aligned:
+        return PID + 1, ((U + 1) * Var("workers") - 1) // Var("sk_tiles") + 1
+    return Var("c_first"), PID
+
+
+def first_contributor() -> dict[str, Expr]:
+    """`stream_k_aligned`: the Lets of `contributors`'s first block (c_base, c_first)."""
+    workers, sk_tiles, sharers = Var("workers"), Var("sk_tiles"), Var("sk_blocks")
+    c_base = Var("c_base")
+    share_end = (c_base + 1) * Var("sk_quotient") + (c_base + 1) * Var("sk_remainder") // sharers
+    tile_start = Var("u_tile") * Var("k_steps")
+    return {
+        "c_base": maximum((Var("u_tile") * workers + sk_tiles - 1) // sk_tiles, 1) - 1,
+        "c_first": c_base + minimum(maximum(tile_start + 1 - share_end, 0), 1),
+    }

@@ -599,6 +599,7 @@ class KernelIR:
     persistent: bool = False  # gridDim.x blocks (the SM count), each looping over tiles
     stream_k: bool = False  # `persistent stream_k`: the last wave's tiles cut along K
     split_k: int = 0  # `persistent split_k S` (stream_k too): cut into S slices each
+    aligned: bool = False  # `persistent stream_k_aligned` (stream_k too): last tile first
     cluster: tuple[int, int] = (1, 1)  # blocks per thread-block cluster along M, N (`cluster`)
     # The guarded twin for sizes that are not multiples of the block tile (tiledsl.lowering.edges);
     # this kernel, unguarded, is the fast path for sizes that are.

@@ -76,6 +76,12 @@ def print_ir(kernel: KernelIR) -> str:
             f"  persist  gridDim.x blocks (the SM count): whole tiles, then the last round's "
             f"tiles in {kernel.split_k} slices of K (split-K), fixed up through a workspace"
         )
+    elif kernel.aligned:
+        lines.append(
+            "  persist  gridDim.x blocks (the SM count): whole tiles, then equal shares of "
+            "the K steps of the tiles left, each block's last tile first (stream-K, "
+            "aligned), fixed up through a workspace"
+        )
     elif kernel.stream_k:
         lines.append(
             "  persist  gridDim.x blocks (the SM count): whole tiles, then equal shares of "

@@ -52,6 +52,10 @@ class Schedule:
     # tiles of a last round that S slices each fit in the grid are cut into S slices of
     # their K steps (0: the equal shares of `stream_k`)
     split_k: int = 0
+    # `persistent stream_k_aligned` (stream_k too): stream-K's shares of every last round,
+    # each block taking its tiles last first, so that all start at K step 0 (tiledsl.ir.
+    # grid.stream_k_piece)
+    aligned: bool = False
     # `cluster CM x CN`: thread-block clusters of CM blocks along M by CN along N; the
     # tiles the blocks of a cluster share (A along a cluster row, B along a column) are
     # fetched once, each block loading a part and the TMA unit multicasting it to all

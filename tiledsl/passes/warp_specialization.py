@@ -79,11 +79,16 @@ tile u of its share, K steps [k_lo, k_hi), the step count carrying on from the w
       barrier.consumers                        ... all written before
       flag.signal flags[me]                    the first thread's release
     else:                                      the tile's owner
-      for c in [pid + 1, contributors_end):    the blocks after it in the tile, in order
+      for c in contributors:                   the blocks after it in the tile, in order
         flag.wait flags[c]                     the first thread's acquire (and clear)
         barrier.consumers                      ... before every thread's reads
         partial.add acc += workspace[c]
       store C
+
+With `persistent stream_k_aligned` a block takes its tiles last first (its u-th piece is
+of tile `u_tile`), so that every block starts at K step 0: a piece then hands its partial
+sum over where it ends inside its tile (k_hi < k_steps), and the tile's owner is the block
+holding its last K step, which adds those of the blocks before it, from `c_first` on.
 
 The kernel the pass returns has been proven (tiledsl.models.mbarrier_hazards): its
 handoffs order every shared-memory access under every interleaving of the roles, and no
@@ -109,7 +114,9 @@ from ..ir.grid import (
     TILES_M,
     TILES_N,
     U,
-    contributors_end,
+    aligned_step,
+    contributors,
+    first_contributor,
     stream_k_piece,
     stream_k_split,
     stream_k_tiles,
@@ -193,7 +200,7 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
     if s.stream_k:
         # after the whole rounds, the block's share of the K steps of the tiles left
         piece = replace(k_loop, start=Var("k_lo"), stop=Var("k_hi"))
-        sk_step = Let("step", _sk_step(Var(k_loop.var)))
+        sk_step = Let("step", _sk_step(Var(k_loop.var), s.aligned))
         producer_tile += _stream_k_loop(
             kernel, _producer(kernel, piece, sk_step, loads, stage_bytes)
         )
@@ -210,7 +217,7 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
     tiles_var = CTILES_M * CTILES_N if kernel.cluster_size > 1 else TILES_M * TILES_N
     head: tuple[Stmt, ...] = (Let("tiles", tiles_var),) if s.persistent else ()
     if s.stream_k:
-        shares = stream_k_split(k_loop.stop, s.split_k)
+        shares = stream_k_split(k_loop.stop, s.split_k, s.aligned)
         head += tuple(Let(name, e) for name, e in shares.items())
     # in a cluster, the other blocks arrive on this block's barriers and multicast into its
     # shared memory until their last release: no block exits before all are done
@@ -236,6 +243,7 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
         persistent=s.persistent,
         stream_k=s.stream_k,
         split_k=s.split_k,
+        aligned=s.aligned,
     )
     # The pipeline's block barriers are gone: the handoffs order the roles' accesses, and
     # the proof says so (or refuses the kernel), with what each handoff statement prevents.
@@ -324,7 +332,7 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
     )
     # the last step's release: only a persistent block's next tile reuses the slot
     piece = isinstance(k_loop.start, Var)  # a stream-K piece: steps [k_lo, k_hi) of a tile
-    last_step = _sk_step(k_loop.stop - 1) if piece else TL * steps + steps - 1
+    last_step = _sk_step(k_loop.stop - 1, s.aligned) if piece else TL * steps + steps - 1
     release = If(
         k_loop.start,
         "<",
@@ -357,11 +365,15 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
     )
 
 
-def _sk_step(kt: Expr) -> Expr:
+def _sk_step(kt: Expr, aligned: bool) -> Expr:
     """A stream-K piece's K step `kt` as the block's running step count: after its whole
-    rounds' steps, the steps of its share before this one."""
+    rounds' steps, the steps of its share before this one (`stream_k_aligned`: in the
+    order it takes them, its last tile first)."""
     k_steps = Var("k_steps")
-    return Var("dp_rounds") * k_steps + U * k_steps + kt - Var("sk_first")
+    whole = Var("dp_rounds") * k_steps
+    if aligned:
+        return whole + aligned_step(kt)
+    return whole + U * k_steps + kt - Var("sk_first")
 
 
 def _slot(block: Expr, kernel: KernelIR) -> Expr:
@@ -374,8 +386,12 @@ def _slot(block: Expr, kernel: KernelIR) -> Expr:
 def _fix_up(kernel: KernelIR, stores: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     """The end of a stream-K piece (module text): a piece that starts inside its tile hands
     its partial sum to the tile's owner; the owner's piece (k_lo = 0) adds the partial sums
-    of the blocks after it that reach into the tile, in block order, then stores C."""
+    of the blocks after it that reach into the tile, in block order, then stores C.
+    `stream_k_aligned` turns it around: a piece that ends inside its tile hands over, and
+    the owner (k_hi = k_steps) adds the partial sums of the blocks before it."""
+    aligned = kernel.schedule.aligned
     mine, theirs = _slot(PID, kernel), _slot(Var("c"), kernel)
+    begin, end = contributors(aligned)
     hand_over = (
         PartialStore(mine, "this piece's partial sum, for the tile's owner"),
         Barrier("consumers", "every consumer thread's partial sum is written before the flag"),
@@ -383,23 +399,30 @@ def _fix_up(kernel: KernelIR, stores: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     )
     gather = For(
         "c",
-        PID + 1,
-        contributors_end(),
+        begin,
+        end,
         1,
         (
             FlagWait(theirs, "block c's partial sum of this tile is in the workspace (acquire)"),
             Barrier("consumers", "the first thread's acquire, before every thread's reads"),
             PartialAdd(theirs, "block c's partial sum, in block order"),
         ),
-        comment="the blocks after this one whose shares reach into the tile, in order",
+        comment=(
+            "the blocks before this one whose shares reach into the tile, in order"
+            if aligned
+            else "the blocks after this one whose shares reach into the tile, in order"
+        ),
     )
+    if aligned:  # the owner holds the tile's last step; c_first holds its first
+        first = tuple(Let(name, e) for name, e in first_contributor().items())
+        return (If(Var("k_hi"), "<", Var("k_steps"), hand_over, (*first, gather, *stores)),)
     return (If(Const(0), "<", Var("k_lo"), hand_over, (gather, *stores)),)
 
 
 def _stream_k_loop(kernel: KernelIR, piece: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     """A block's stream-K tiles (tiledsl.ir.grid.stream_k_split): tile u of its share, the
     tile's raster place and the block's K steps of it, then `piece` on them."""
-    mapping = tuple(Let(name, e) for name, e in stream_k_piece().items())
+    mapping = tuple(Let(name, e) for name, e in stream_k_piece(kernel.schedule.aligned).items())
     tiles = tuple(
         Let(name, substitute(e, {PID.name: TILE})) for name, e in tile_steps(kernel).items()
     )

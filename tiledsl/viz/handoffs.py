@@ -320,14 +320,19 @@ def _fix_up_cell(kernel: KernelIR) -> str:
     pieces = (
         f"split-K slices: the tiles of a last round, {kernel.split_k} slices of K each"
         if kernel.split_k
+        else "stream-K pieces, aligned: the tiles of a last round cut along K, each block's "
+        "last tile first"
+        if kernel.aligned
         else "stream-K pieces: the tiles of a last round that fills at most "
         f"{SK_MAX_FILL} % of the grid, cut along K"
     )
+    # stream-K's owner holds a tile's first K step; stream_k_aligned's its last
+    ends, others = ("ends", "before") if kernel.aligned else ("starts", "after")
     lines = [
         pieces,
-        "a piece that starts inside its tile hands its partial sum over:",
+        f"a piece that {ends} inside its tile hands its partial sum over:",
         *(f"{i}. {stmt_text(s)}" for i, s in enumerate(hand_over[: signal + 1], 1)),
-        "the tile's owner, for each block after it in the tile, in block order:",
+        f"the tile's owner, for each block {others} it in the tile, in block order:",
         f"1. {stmt_text(gather[0])} (thread 0; it clears the flag)",
         *([f"2. {stmt_text(barrier)}"] if barrier is not None else []),
         f"3. {stmt_text(gather[1])}",
