@@ -823,18 +823,7 @@ class _Interpreter:
             case Mma():
                 self._mma(ag, s)
             case StoreFrag():
-                check_fragment_pointer(ag.memory, s.dst, s, read_async=False)
-                frag, i, j = self._frag(ag, s.frag)
-                values = frag[:, i, j]
-                if s.cols is not None:  # a window of the fragment's columns
-                    first, width = int(evaluate(s.cols[0], ag.env)), s.cols[1]
-                    if first < 0 or first + width > values.shape[-1]:
-                        raise InterpreterError(
-                            f"`{stmt_text(s)}`: columns {first} to {first + width} of a "
-                            f"fragment {values.shape[-1]} wide"
-                        )
-                    values = values[..., first : first + width]
-                self._write_tile(ag, s.dst, values, s)
+                self._store_fragment(ag, s)
             case Copy():
                 self._copy(ag, s)
             case AsyncCommit():
@@ -844,17 +833,7 @@ class _Interpreter:
             case AsyncWait():
                 self._retire_copies(ag, s.pending)
             case Barrier(scope="block" | "cluster"):
-                if ag.in_role:
-                    raise InterpreterError(
-                        f"`{stmt_text(s)}` in the {ag.role} role: a {s.scope} barrier in one "
-                        "branch of the roles waits for threads that never reach it (a hung "
-                        "block)"
-                    )
-                ag.blk.races.check_phase()
-                if s.scope == "block":
-                    self.stats.block_barriers += 1
-                else:
-                    self.stats.cluster_barriers += 1
+                self._block_barrier(ag, s)
             case Barrier(scope="consumers"):  # stream-K's hand-over (tiledsl.interp.fixups)
                 self._fix_up(ag, s)
             case PartialStore() | PartialAdd() | FlagSignal() | FlagWait():
@@ -879,6 +858,36 @@ class _Interpreter:
                 self._roles(ag, s)
             case _:
                 raise InterpreterError(f"cannot interpret {type(s).__name__}")
+
+    def _store_fragment(self, ag: _Agent, s: StoreFrag) -> None:
+        """A fragment (or a window of its columns) into its shared or global tile."""
+        check_fragment_pointer(ag.memory, s.dst, s, read_async=False)
+        frag, i, j = self._frag(ag, s.frag)
+        values = frag[:, i, j]
+        if s.cols is not None:  # a window of the fragment's columns
+            first, width = int(evaluate(s.cols[0], ag.env)), s.cols[1]
+            if first < 0 or first + width > values.shape[-1]:
+                raise InterpreterError(
+                    f"`{stmt_text(s)}`: columns {first} to {first + width} of a "
+                    f"fragment {values.shape[-1]} wide"
+                )
+            values = values[..., first : first + width]
+        self._write_tile(ag, s.dst, values, s)
+
+    def _block_barrier(self, ag: _Agent, s: Barrier) -> None:
+        """A block's or a cluster's barrier: a new race-check phase; never inside a role,
+        where the other role's threads never reach it."""
+        if ag.in_role:
+            raise InterpreterError(
+                f"`{stmt_text(s)}` in the {ag.role} role: a {s.scope} barrier in one "
+                "branch of the roles waits for threads that never reach it (a hung "
+                "block)"
+            )
+        ag.blk.races.check_phase()
+        if s.scope == "block":
+            self.stats.block_barriers += 1
+        else:
+            self.stats.cluster_barriers += 1
 
     def _fix_up(self, ag: _Agent, s) -> None:
         """Stream-K's hand-over of a partial sum (tiledsl.interp.fixups): the consumers'."""

@@ -67,146 +67,154 @@ def limit_problems(kernel: KernelIR, stage: str, final_stage: str) -> list:
 
 def verify(kernel: KernelIR, after: str = "lower") -> None:
     """Raise TileError if `kernel` breaks an invariant; `after` names the stage for messages."""
-    errs = Collector()
-    s = kernel.schedule
-    frags = {f.name: f for f in kernel.fragments}
-    buffers = {b.name: b for b in kernel.buffers}
-    bounds = {
-        "wm": (0, kernel.warps[0] - 1),
-        "wn": (0, kernel.warps[1] - 1),
-        "warp": (0, kernel.consumer_warps - 1),
-        "team": (0, kernel.teams - 1),
-    }
-    # the size parameters and what the host computes from them per launch
-    sizes = set(kernel.gemm.size_args) | {v.var for v in kernel.launch_scalars}
+    check = _Verifier(kernel, after)
+    check.walk(kernel.body, frozenset())
+    _check_fragment_alignment(kernel, check.errs)
+    for b in kernel.buffers:
+        if b.pitch < b.line_length or (b.pitch * DTYPE_BYTES[b.dtype]) % 16:
+            check.problem(
+                f"buffer {b.name}: pitch {b.pitch} must be ≥ {b.line_length} "
+                "and keep lines 16-byte aligned"
+            )
+    check.errs.raise_if_any()
 
-    def problem(msg: str) -> None:
-        errs.add(
-            s.kernel_loc,
-            f"invalid IR after {after}: {msg}",
+
+class _Verifier:
+    """The statements' invariants, collected as located problems (every one a tiledsl bug)."""
+
+    def __init__(self, kernel: KernelIR, after: str) -> None:
+        self.kernel, self.after, self.errs = kernel, after, Collector()
+        self.frags = {f.name: f for f in kernel.fragments}
+        self.buffers = {b.name: b for b in kernel.buffers}
+        # each loop variable's inclusive range where it is known (constant bounds)
+        self.bounds = {
+            "wm": (0, kernel.warps[0] - 1),
+            "wn": (0, kernel.warps[1] - 1),
+            "warp": (0, kernel.consumer_warps - 1),
+            "team": (0, kernel.teams - 1),
+        }
+        # the size parameters and what the host computes from them per launch
+        self.sizes = set(kernel.gemm.size_args) | {v.var for v in kernel.launch_scalars}
+
+    def problem(self, msg: str) -> None:
+        self.errs.add(
+            self.kernel.schedule.kernel_loc,
+            f"invalid IR after {self.after}: {msg}",
             "this is a tiledsl bug; please report it with the .tile file",
         )
 
-    def check_expr(e: Expr, scope: frozenset[str]) -> None:
-        unknown = variables(e) - scope - KERNEL_VARS - sizes
+    def expr(self, e: Expr, scope: frozenset[str]) -> None:
+        unknown = variables(e) - scope - KERNEL_VARS - self.sizes
         if unknown:
-            problem(f"'{sorted(unknown)[0]}' is used outside the loop that defines it")
+            self.problem(f"'{sorted(unknown)[0]}' is used outside the loop that defines it")
 
-    def check_tile(tile, scope) -> None:
+    def uniform(self, e: Expr, what: str) -> None:
+        """`e` is the same in every thread of the block (barriers inside would diverge)."""
+        if variables(e) & THREAD_VARS:
+            self.problem(f"{what} (barriers inside would diverge)")
+
+    def tile(self, tile, scope: frozenset[str]) -> None:
         for e in tile.offset:
-            check_expr(e, scope)
-        if isinstance(tile, SharedTile):
-            buf = buffers.get(tile.buffer)
-            if buf is None:
-                problem(f"shared buffer '{tile.buffer}' is not declared")
-                return
-            check_expr(tile.slot, scope)
-            for e, extent, limit, what in (
-                (tile.offset[0], tile.rows, buf.rows, "rows"),
-                (tile.offset[1], tile.cols, buf.cols, "columns"),
-                (tile.slot, 1, buf.slots, "slots"),
-            ):
-                lo, hi = interval(e, bounds)
-                if lo < 0 or hi + extent > limit:
-                    problem(
-                        f"a {tile.rows}x{tile.cols} tile of {buf.name} reaches {what} "
-                        f"[{lo}, {hi + extent}) outside [0, {limit})"
-                    )
-        else:
+            self.expr(e, scope)
+        if not isinstance(tile, SharedTile):
             for e in tile.origin:
-                check_expr(e, scope)
+                self.expr(e, scope)
+            return
+        buf = self.buffers.get(tile.buffer)
+        if buf is None:
+            self.problem(f"shared buffer '{tile.buffer}' is not declared")
+            return
+        self.expr(tile.slot, scope)
+        for e, extent, limit, what in (
+            (tile.offset[0], tile.rows, buf.rows, "rows"),
+            (tile.offset[1], tile.cols, buf.cols, "columns"),
+            (tile.slot, 1, buf.slots, "slots"),
+        ):
+            lo, hi = interval(e, self.bounds)
+            if lo < 0 or hi + extent > limit:
+                self.problem(
+                    f"a {tile.rows}x{tile.cols} tile of {buf.name} reaches {what} "
+                    f"[{lo}, {hi + extent}) outside [0, {limit})"
+                )
 
-    def check_frag(ref, role: str) -> None:
-        f = frags.get(ref.name)
+    def frag(self, ref, role: str) -> None:
+        f = self.frags.get(ref.name)
         if f is None:
-            problem(f"fragment '{ref.name}' is not declared")
+            self.problem(f"fragment '{ref.name}' is not declared")
         elif f.role != role:
-            problem(f"fragment '{ref.name}' is a {f.role}, used as a {role}")
+            self.problem(f"fragment '{ref.name}' is a {f.role}, used as a {role}")
         else:
-            (i_lo, i_hi), (j_lo, j_hi) = interval(ref.i, bounds), interval(ref.j, bounds)
+            (i_lo, i_hi), (j_lo, j_hi) = interval(ref.i, self.bounds), interval(ref.j, self.bounds)
             if i_lo < 0 or j_lo < 0 or i_hi >= f.count[0] or j_hi >= f.count[1]:
-                problem(f"fragment {ref} is outside {ref.name}[{f.count[0]}][{f.count[1]}]")
+                self.problem(f"fragment {ref} is outside {ref.name}[{f.count[0]}][{f.count[1]}]")
 
-    def walk(body, scope: frozenset[str]) -> None:
+    def walk(self, body, scope: frozenset[str]) -> None:
         for stmt in body:
             match stmt:
                 case For():
                     for e in (stmt.start, stmt.stop):
-                        check_expr(e, scope)
-                        if variables(e) & THREAD_VARS:
-                            problem(
-                                f"loop {stmt.var} has thread-dependent bounds (barriers inside "
-                                "would diverge)"
-                            )
+                        self.expr(e, scope)
+                        self.uniform(e, f"loop {stmt.var} has thread-dependent bounds")
                     if isinstance(stmt.start, Const) and isinstance(stmt.stop, Const):
-                        bounds[stmt.var] = (stmt.start.value, stmt.stop.value - 1)
-                    walk(stmt.body, scope | {stmt.var})
+                        self.bounds[stmt.var] = (stmt.start.value, stmt.stop.value - 1)
+                    self.walk(stmt.body, scope | {stmt.var})
                 case Copy():
-                    check_tile(stmt.dst, scope)
-                    check_tile(stmt.src, scope)
+                    self.tile(stmt.dst, scope)
+                    self.tile(stmt.src, scope)
                     if (stmt.dst.rows, stmt.dst.cols) != (stmt.src.rows, stmt.src.cols):
-                        problem("a copy's source and destination tiles differ in shape")
+                        self.problem("a copy's source and destination tiles differ in shape")
                     if stmt.src.cols % stmt.vector:
-                        problem(
+                        self.problem(
                             f"copy vector {stmt.vector} does not divide a {stmt.src.cols}-wide row"
                         )
                 case LoadFrag() | StoreFrag():
-                    tile = fragment_tile(stmt)
-                    check_tile(tile, scope)
-                    f = frags.get(stmt.frag.name)
-                    if f and (tile.rows, tile.cols) != (f.rows, f.cols):
-                        shape = f"{tile.rows}x{tile.cols}"
-                        problem(f"{stmt.frag} is {f.rows}x{f.cols} but its tile is {shape}")
-                    tile_dtype = (
-                        buffers[tile.buffer].dtype
-                        if isinstance(tile, SharedTile) and tile.buffer in buffers
-                        else kernel.gemm.operand(tile.operand).dtype
-                        if isinstance(tile, GlobalTile)
-                        else None
-                    )
-                    # warp specialization's consumers store C thread by thread, converting
-                    converts = isinstance(stmt, StoreFrag) and kernel.schedule.warp_specialize
-                    if f and tile_dtype and tile_dtype != f.dtype and not converts:
-                        problem(
-                            f"{stmt.frag} holds {f.dtype} but its tile is {tile_dtype} "
-                            "(WMMA loads and stores do not convert)"
-                        )
-                    if isinstance(stmt, StoreFrag):
-                        check_frag(stmt.frag, "accumulator")
-                        if stmt.guard and not isinstance(tile, GlobalTile):
-                            problem("a guarded fragment store writes shared memory (only C's are)")
-                    elif f is not None:
-                        check_frag(stmt.frag, f.role)
+                    self.fragment_access(stmt, scope)
                 case Mma():
-                    check_frag(stmt.acc, "accumulator")
-                    check_frag(stmt.a, "matrix_a")
-                    check_frag(stmt.b, "matrix_b")
+                    self.frag(stmt.acc, "accumulator")
+                    self.frag(stmt.a, "matrix_a")
+                    self.frag(stmt.b, "matrix_b")
                 case Fill():
-                    check_frag(stmt.frag, "accumulator")
+                    self.frag(stmt.frag, "accumulator")
                 case Barrier():
                     if stmt.scope not in ("block", "warp", "cluster"):
-                        problem(f"unknown barrier scope '{stmt.scope}'")
-                    elif stmt.scope == "cluster" and kernel.cluster_size == 1:
-                        problem("a cluster barrier in a kernel without a cluster")
+                        self.problem(f"unknown barrier scope '{stmt.scope}'")
+                    elif stmt.scope == "cluster" and self.kernel.cluster_size == 1:
+                        self.problem("a cluster barrier in a kernel without a cluster")
                 case If():
                     for e in (stmt.lhs, stmt.rhs):
-                        check_expr(e, scope)
-                        if variables(e) & THREAD_VARS:
-                            problem(
-                                "a condition depends on the thread (barriers inside would diverge)"
-                            )
-                    walk(stmt.then, scope)
-                    walk(stmt.orelse, scope)
+                        self.expr(e, scope)
+                        self.uniform(e, "a condition depends on the thread")
+                    self.walk(stmt.then, scope)
+                    self.walk(stmt.orelse, scope)
 
-    walk(kernel.body, frozenset())
-    _check_fragment_alignment(kernel, errs)
-    for b in kernel.buffers:
-        if b.pitch < b.line_length or (b.pitch * DTYPE_BYTES[b.dtype]) % 16:
-            problem(
-                f"buffer {b.name}: pitch {b.pitch} must be ≥ {b.line_length} "
-                "and keep lines 16-byte aligned"
+    def fragment_access(self, stmt: LoadFrag | StoreFrag, scope: frozenset[str]) -> None:
+        """A fragment load or store: its tile's place and shape, and the fragment's type."""
+        tile = fragment_tile(stmt)
+        self.tile(tile, scope)
+        f = self.frags.get(stmt.frag.name)
+        if f and (tile.rows, tile.cols) != (f.rows, f.cols):
+            shape = f"{tile.rows}x{tile.cols}"
+            self.problem(f"{stmt.frag} is {f.rows}x{f.cols} but its tile is {shape}")
+        tile_dtype = (
+            self.buffers[tile.buffer].dtype
+            if isinstance(tile, SharedTile) and tile.buffer in self.buffers
+            else self.kernel.gemm.operand(tile.operand).dtype
+            if isinstance(tile, GlobalTile)
+            else None
+        )
+        # warp specialization's consumers store C thread by thread, converting
+        converts = isinstance(stmt, StoreFrag) and self.kernel.schedule.warp_specialize
+        if f and tile_dtype and tile_dtype != f.dtype and not converts:
+            self.problem(
+                f"{stmt.frag} holds {f.dtype} but its tile is {tile_dtype} "
+                "(WMMA loads and stores do not convert)"
             )
-    errs.raise_if_any()
+        if isinstance(stmt, StoreFrag):
+            self.frag(stmt.frag, "accumulator")
+            if stmt.guard and not isinstance(tile, GlobalTile):
+                self.problem("a guarded fragment store writes shared memory (only C's are)")
+        elif f is not None:
+            self.frag(stmt.frag, f.role)
 
 
 def interval(e: Expr, bounds: dict[str, tuple[int, int]]) -> tuple[int, int]:
