@@ -308,3 +308,53 @@ def test_short_xor_lines_are_flagged_and_wide_ones_are_not(capsys, no_nvcc, tmp_
     wide = tmp_path / "wide.tile"
     wide.write_text(text.replace("block   256 x 128 x 32", "block   256 x 128 x 64"))
     assert UNALIGNED not in cli(["check", str(wide)], capsys).out
+
+
+# ---------------------------------------------------------------- the persistent grid at a size
+
+
+def _grid(example: str, size: tuple[int, int, int]) -> str:
+    from tiledsl.commands.grid_report import grid_lines
+
+    kernel = compile_file(ROOT / "examples" / example).kernels[0]
+    lines = grid_lines(kernel, size, 132, "the test's")
+    assert lines[0] == f"  the grid at {'x'.join(map(str, size))} on 132 SMs (the test's)"
+    return lines[1].strip()
+
+
+def test_the_grid_at_a_size_says_what_the_last_round_does() -> None:
+    size = (2048, 4096, 11008)  # 128 cluster tiles on the H200's 66 clusters of two
+    clusters = "128 tiles (of 2 x 1 blocks' clusters) on 66 clusters (if the GPU keeps them all "
+    assert _grid("hopper/stream_k_aligned.tile", size) == (
+        clusters + "resident): 1 round of whole tiles, then a last round of 62 tiles (94 % of "
+        "the grid) cut along K into 66 shares of 161-162 K steps (172 a tile), each cluster's "
+        "tiles last first; 64 clusters hand a partial sum over"
+    )
+    assert _grid("hopper/stream_k.tile", size) == (
+        clusters + "resident): 1 round of whole tiles, then a last round of 62 tiles (94 % of "
+        "the grid) run whole (above SK_MAX_FILL, 75 %): 4 clusters idle in it"
+    )
+    assert _grid("hopper/stream_k.tile", (2048, 22016, 4096)).endswith(
+        "10 rounds of whole tiles, then a last round of 28 tiles (42 % of the grid) cut along "
+        "K into 66 shares of 27-28 K steps (64 a tile); 64 clusters hand a partial sum over"
+    )
+    assert _grid("hopper/persistent.tile", size) == (
+        "256 tiles on 132 blocks: 1 round of whole tiles, then a last round of 124 tiles "
+        "(94 % of the grid): 8 blocks idle in it"
+    )
+    assert _grid("hopper/few_tokens.tile", (16, 4096, 4096)) == (
+        "64 tiles on 132 blocks: 64 tiles (48 % of the grid) cut into 2 slices of 32 K steps "
+        "(64 a tile); 64 blocks hand a partial sum over; 4 blocks idle"
+    )
+
+
+def test_check_at_a_size_reports_the_grid_of_a_persistent_kernel_alone(capsys, no_nvcc) -> None:
+    r = cli(
+        ["check", str(ROOT / "examples/hopper/stream_k_aligned.tile"), "--size", "256x512x640"],
+        capsys,
+    )
+    assert r.code == 0, r.err
+    assert "  the grid at 256x512x640 on " in r.out
+    assert "2 tiles (of 2 x 1 blocks' clusters) on " in r.out
+    r = cli(["check", str(ROOT / "examples/hgemm.tile"), "--size", "256x256x256"], capsys)
+    assert r.code == 0 and "the grid at" not in r.out

@@ -47,6 +47,7 @@ from ..models.banks import bank_rows, best_pad, tile_buffers, unaligned_async_ro
 from ..models.feasibility import sweep as feasibility_sweep
 from ..models.occupancy import REGISTER_UNIT, occupancy
 from ..models.registers import register_estimate
+from .grid_report import grid_lines, visible_sms
 from .sweep import render_sweep
 from .tables import text_table
 
@@ -212,6 +213,8 @@ def report(
     out += _registers(kernel, ptxas, ptxas_note)
     out += _occupancy(kernel, ptxas)
     out += _edge_lines(kernel, size)
+    if size is not None:
+        out += grid_lines(kernel, size, *visible_sms())
     out += _bank_conflicts(kernel)
     return "\n".join(out) + "\n"
 
