@@ -133,3 +133,78 @@ def tune_file_in(tmp_path, text: str, path, size, timer_factory, **options) -> i
         timer_factory=timer_factory,
     )
     return search.tune_file(text, str(path), **{**settings, **options})
+
+
+def without(k, target, replacement=()):
+    """`k` (a KernelIR) with the statement `target` (by identity) replaced (by default,
+    removed): what the tests that take one handoff out of a kernel at a time build."""
+    import dataclasses
+
+    from tiledsl.ir.nodes import map_body
+
+    body = map_body(k.body, lambda s: replacement if s is target else s)
+    assert body != k.body
+    return dataclasses.replace(k, body=body)
+
+
+def small_hopper(name: str, persistent: str, extra: str = "") -> str:
+    """The text of a warp-specialized kernel quick to interpret: one consumer warpgroup on
+    64 x 128 tiles, 2 stages, C stored from its registers. `persistent` is its persistent
+    line (`persistent stream_k`, ...), `extra` more directive lines before the target's
+    (`    cluster 2 x 2\n`)."""
+    return f"""\
+kernel {name} {{
+    A: f16[M, K] row
+    B: f16[K, N] row
+    C: f16[M, N] row
+    C[m, n] = A[m, k] * B[k, n]
+
+    block   64 x 128 x 64
+    mma     m64n128k16
+    stages  2
+    copy    tma
+    warp_specialize
+    {persistent}
+{extra}    target  cuda sm_90
+}}
+"""
+
+
+def hand_over_statements(k) -> list:
+    """A stream-K kernel's hand-over of partial sums, each statement once: the partial store
+    and add, the flag's signal and wait, and the consumers' barriers between them."""
+    from tiledsl.ir.nodes import Barrier, FlagSignal, FlagWait, PartialAdd, PartialStore, walk
+
+    kinds = (PartialStore, PartialAdd, FlagSignal, FlagWait)
+    return [
+        s
+        for s in {id(s): s for s in walk(k.body)}.values()
+        if isinstance(s, kinds) or (isinstance(s, Barrier) and s.scope == "consumers")
+    ]
+
+
+def check_hand_over_removed(k, index: int, flag: int) -> None:
+    """The interpreter catches stream-K kernel `k` run at one tile of 8 K steps without its
+    hand-over's `index`-th statement: without the partial store the owner reads an empty
+    slot; without a barrier, a race between the first thread and the others; without the
+    signal, a deadlock on flags[flag]; without the wait, a race; without the add, a partial
+    sum left behind and a flag left set."""
+    from tiledsl.interp.errors import DeadlockError, InterpreterError, RaceError
+    from tiledsl.ir.nodes import Barrier, FlagSignal, FlagWait, PartialAdd, PartialStore
+
+    statements = hand_over_statements(k)
+    assert len(statements) == 6
+    s = statements[index]
+    expected = {
+        PartialStore: (InterpreterError, "holds no sum"),
+        FlagSignal: (DeadlockError, rf"waits on flags\[{flag}\], which no block sets"),
+        FlagWait: (RaceError, "without waiting on flags"),
+        PartialAdd: (InterpreterError, "is never added|ends with flags"),
+    }
+    if isinstance(s, Barrier):
+        error = (RaceError, "a `barrier.consumers` (between the partial store|after the flag)")
+    else:
+        error = expected[type(s)]
+    bm, bn, bk = k.schedule.block
+    with pytest.raises(error[0], match=error[1]):
+        interpret_exact(without(k, s), bm, bn, 8 * bk, seed=3, schedules=1)

@@ -16,7 +16,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from helpers import cli, interpret_exact
+from helpers import cli, interpret_exact, small_hopper, without
 
 from tiledsl.driver import compile_file, compile_source
 from tiledsl.emit.launch import launch_of
@@ -29,23 +29,7 @@ EXAMPLE = ROOT / "examples" / "hopper" / "cluster.tile"
 TEXT = EXAMPLE.read_text()
 
 # one consumer warpgroup on 64 x 128 tiles, C stored from its registers: quick to interpret
-SMALL = """\
-kernel small_cluster {
-    A: f16[M, K] row
-    B: f16[K, N] row
-    C: f16[M, N] row
-    C[m, n] = A[m, k] * B[k, n]
-
-    block   64 x 128 x 64
-    mma     m64n128k16
-    stages  2
-    copy    tma
-    warp_specialize
-    persistent
-    cluster 2 x 2
-    target  cuda sm_90
-}
-"""
+SMALL = small_hopper("small_cluster", "persistent", "    cluster 2 x 2\n")
 _KERNELS: dict[tuple[str, str], KernelIR] = {}
 
 
@@ -62,12 +46,6 @@ def kernel(cluster: str = "2 x 1", variant: str = "small") -> KernelIR:
         }[variant].replace("cluster 2 x 2", f"cluster {cluster}")
         _KERNELS[key] = compile_source(text, f"{variant}.tile").kernels[0]
     return _KERNELS[key]
-
-
-def without(k: KernelIR, target) -> KernelIR:
-    body = map_body(k.body, lambda s: () if s is target else s)
-    assert body != k.body
-    return dataclasses.replace(k, body=body)
 
 
 # ---------------------------------------------------------------- exact

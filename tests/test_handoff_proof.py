@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from helpers import cli
+from helpers import cli, without
 
 from tiledsl.driver import compile_file, compile_source
 from tiledsl.errors import TileError
@@ -78,12 +78,6 @@ def kernel(name: str) -> KernelIR:
     if name not in _KERNELS:
         _KERNELS[name] = compile_source(VARIANTS[name], f"{name}.tile").kernels[0]
     return _KERNELS[name]
-
-
-def without(k: KernelIR, target, replacement=()) -> KernelIR:
-    body = map_body(k.body, lambda s: replacement if s is target else s)
-    assert body != k.body
-    return dataclasses.replace(k, body=body)
 
 
 def problem(k: KernelIR) -> HandoffProblem:

@@ -8,14 +8,13 @@ as a race or deadlock; the emitted code and the refusals."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
-from helpers import cli, interpret_exact
+from helpers import cli, interpret_exact, without
 
 from tiledsl.driver import compile_file, compile_source
-from tiledsl.ir.nodes import HANDOFFS, Arrive, Barrier, KernelIR, Wait, map_body, walk
+from tiledsl.ir.nodes import HANDOFFS, Arrive, Barrier, KernelIR, Wait, walk
 from tiledsl.models.mbarrier_hazards import HandoffProblem, prove
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,12 +35,6 @@ def kernel(name: str = "example") -> KernelIR:
         }[name]
         _KERNELS[name] = compile_source(text, f"{name}.tile").kernels[0]
     return _KERNELS[name]
-
-
-def without(k: KernelIR, target) -> KernelIR:
-    body = map_body(k.body, lambda s: () if s is target else s)
-    assert body != k.body
-    return dataclasses.replace(k, body=body)
 
 
 # ---------------------------------------------------------------- exact

@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from helpers import interpret_exact
+from helpers import interpret_exact, without
 
 from tiledsl.driver import compile_source
 from tiledsl.interp import roles
@@ -98,13 +98,6 @@ def size(k: KernelIR, tiles=(2, 2), steps: int = 6) -> tuple[int, int, int]:
     """Tiles along M and N, and K steps: more steps than stages, so the phases wrap."""
     bm, bn, bk = k.schedule.block
     return tiles[0] * bm, tiles[1] * bn, steps * bk
-
-
-def without(k: KernelIR, target, replacement=()) -> KernelIR:
-    """`k` with the statement `target` (by identity) replaced (by default, removed)."""
-    body = map_body(k.body, lambda s: replacement if s is target else s)
-    assert body != k.body
-    return dataclasses.replace(k, body=body)
 
 
 # ---------------------------------------------------------------- exact

@@ -12,12 +12,11 @@ directive's errors and its tuning set."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from pathlib import Path
 
 import pytest
-from helpers import cli, interpret_exact, line_of
+from helpers import cli, interpret_exact, line_of, small_hopper, without
 
 from tiledsl.driver import compile_source
 from tiledsl.frontend.parser import parse
@@ -31,28 +30,12 @@ from tiledsl.ir.nodes import (
     FlagSignal,
     FlagWait,
     KernelIR,
-    map_body,
     walk,
 )
 from tiledsl.models.mbarrier_hazards import HandoffProblem, prove
 from tiledsl.tune.space import expand
 
-SMALL = """\
-kernel small_split_k {
-    A: f16[M, K] row
-    B: f16[K, N] row
-    C: f16[M, N] row
-    C[m, n] = A[m, k] * B[k, n]
-
-    block   64 x 128 x 64
-    mma     m64n128k16
-    stages  2
-    copy    tma
-    warp_specialize
-    persistent split_k 2
-    target  cuda sm_90
-}
-"""
+SMALL = small_hopper("small_split_k", "persistent split_k 2")
 _KERNELS: dict[str, KernelIR] = {}
 
 
@@ -158,12 +141,6 @@ def test_split_k_is_exact_under_several_interleavings(split, cluster, tiles, ste
     cluster_tiles = -(-tiles[0] // k.cluster[0]) * tiles[1]
     handed = sum(bool(m) and m[0][1] > 0 for m in slices_of(split, cluster_tiles, grid, steps))
     assert handed > 0 and stats.partial_sums == handed * k.cluster_size
-
-
-def without(k: KernelIR, target) -> KernelIR:
-    body = map_body(k.body, lambda s: () if s is target else s)
-    assert body != k.body
-    return dataclasses.replace(k, body=body)
 
 
 @pytest.mark.parametrize("kind", [FlagSignal, FlagWait])

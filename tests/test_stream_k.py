@@ -13,16 +13,14 @@ every mbarrier handoff; the emitted code, the launch and the refusals."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from pathlib import Path
 
 import pytest
-from helpers import cli, interpret_exact
+from helpers import check_hand_over_removed, cli, interpret_exact, small_hopper, without
 
 from tiledsl.driver import compile_file, compile_source
 from tiledsl.emit.launch import launch_of
-from tiledsl.interp.errors import DeadlockError, InterpreterError, RaceError
 from tiledsl.ir.expr import Var, evaluate
 from tiledsl.ir.grid import (
     SK_MAX_FILL,
@@ -38,9 +36,6 @@ from tiledsl.ir.nodes import (
     FlagSignal,
     FlagWait,
     KernelIR,
-    PartialAdd,
-    PartialStore,
-    map_body,
     walk,
 )
 from tiledsl.models.mbarrier_hazards import HandoffProblem, prove
@@ -50,22 +45,7 @@ EXAMPLE = ROOT / "examples" / "hopper" / "stream_k.tile"
 TEXT = EXAMPLE.read_text()
 
 # one consumer warpgroup on 64 x 128 tiles, C stored from its registers: quick to interpret
-SMALL = """\
-kernel small_stream_k {
-    A: f16[M, K] row
-    B: f16[K, N] row
-    C: f16[M, N] row
-    C[m, n] = A[m, k] * B[k, n]
-
-    block   64 x 128 x 64
-    mma     m64n128k16
-    stages  2
-    copy    tma
-    warp_specialize
-    persistent stream_k
-    target  cuda sm_90
-}
-"""
+SMALL = small_hopper("small_stream_k", "persistent stream_k")
 _KERNELS: dict[str, KernelIR] = {}
 
 
@@ -78,12 +58,6 @@ def kernel(variant: str = "small") -> KernelIR:
         }[variant]
         _KERNELS[variant] = compile_source(text, f"{variant}.tile").kernels[0]
     return _KERNELS[variant]
-
-
-def without(k: KernelIR, target) -> KernelIR:
-    body = map_body(k.body, lambda s: () if s is target else s)
-    assert body != k.body
-    return dataclasses.replace(k, body=body)
 
 
 def split_env(tiles: int, blocks: int, pid: int, steps: int) -> dict:
@@ -206,38 +180,9 @@ def test_the_example_is_exact_at_partial_tiles_with_its_tma_stores() -> None:
 # ---------------------------------------------------------------- the hand-over
 
 
-def _fix_ups(k: KernelIR) -> list:
-    kinds = (PartialStore, PartialAdd, FlagSignal, FlagWait)
-    return [
-        s
-        for s in {id(s): s for s in walk(k.body)}.values()
-        if isinstance(s, kinds) or (isinstance(s, Barrier) and s.scope == "consumers")
-    ]
-
-
 @pytest.mark.parametrize("index", range(6))
 def test_every_statement_of_the_hand_over_removed_is_caught(index) -> None:
-    """Without the partial store: the owner reads an empty slot; without a barrier: a
-    race between the first thread and the others; without the signal: a deadlock; without
-    the wait: a race; without the add: a partial sum left behind, and a flag left set."""
-    k = kernel("small")
-    statements = _fix_ups(k)
-    assert len(statements) == 6
-    broken = without(k, statements[index])
-    bm, bn, bk = k.schedule.block
-    expected = {
-        PartialStore: (InterpreterError, "holds no sum"),
-        FlagSignal: (DeadlockError, r"waits on flags\[1\], which no block sets"),
-        FlagWait: (RaceError, "without waiting on flags"),
-        PartialAdd: (InterpreterError, "is never added|ends with flags"),
-    }
-    s = statements[index]
-    if isinstance(s, Barrier):
-        error = (RaceError, "a `barrier.consumers` (between the partial store|after the flag)")
-    else:
-        error = expected[type(s)]
-    with pytest.raises(error[0], match=error[1]):
-        interpret_exact(broken, bm, bn, 8 * bk, seed=3, schedules=1)
+    check_hand_over_removed(kernel("small"), index, flag=1)
 
 
 def test_the_hand_over_is_the_consumers_alone() -> None:

@@ -14,16 +14,14 @@ code, the directive in a tuning set and its refusal with pingpong."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from pathlib import Path
 
 import pytest
-from helpers import cli, interpret_exact, line_of
+from helpers import check_hand_over_removed, cli, interpret_exact, line_of, small_hopper, without
 
 from tiledsl.driver import compile_source
 from tiledsl.frontend.parser import parse
-from tiledsl.interp.errors import DeadlockError, InterpreterError, RaceError
 from tiledsl.ir.expr import Var, evaluate
 from tiledsl.ir.grid import (
     aligned_step,
@@ -36,34 +34,14 @@ from tiledsl.ir.grid import (
 from tiledsl.ir.nodes import (
     HANDOFFS,
     Barrier,
-    FlagSignal,
-    FlagWait,
     KernelIR,
-    PartialAdd,
-    PartialStore,
-    map_body,
     walk,
 )
 from tiledsl.models.mbarrier_hazards import HandoffProblem, prove
 from tiledsl.tune.space import expand
 
 # one consumer warpgroup on 64 x 128 tiles, C stored from its registers: quick to interpret
-SMALL = """\
-kernel small_aligned {
-    A: f16[M, K] row
-    B: f16[K, N] row
-    C: f16[M, N] row
-    C[m, n] = A[m, k] * B[k, n]
-
-    block   64 x 128 x 64
-    mma     m64n128k16
-    stages  2
-    copy    tma
-    warp_specialize
-    persistent stream_k_aligned
-    target  cuda sm_90
-}
-"""
+SMALL = small_hopper("small_aligned", "persistent stream_k_aligned")
 _KERNELS: dict[str, KernelIR] = {}
 
 
@@ -212,41 +190,9 @@ def test_odd_sizes_are_exact() -> None:
 # ---------------------------------------------------------------- the hand-over
 
 
-def without(k: KernelIR, target) -> KernelIR:
-    body = map_body(k.body, lambda s: () if s is target else s)
-    assert body != k.body
-    return dataclasses.replace(k, body=body)
-
-
-def _fix_ups(k: KernelIR) -> list:
-    kinds = (PartialStore, PartialAdd, FlagSignal, FlagWait)
-    return [
-        s
-        for s in {id(s): s for s in walk(k.body)}.values()
-        if isinstance(s, kinds) or (isinstance(s, Barrier) and s.scope == "consumers")
-    ]
-
-
 @pytest.mark.parametrize("index", range(6))
 def test_every_statement_of_the_hand_over_removed_is_caught(index) -> None:
-    k = kernel("small")
-    statements = _fix_ups(k)
-    assert len(statements) == 6
-    broken = without(k, statements[index])
-    bm, bn, bk = k.schedule.block
-    expected = {
-        PartialStore: (InterpreterError, "holds no sum"),
-        FlagSignal: (DeadlockError, r"waits on flags\[0\], which no block sets"),
-        FlagWait: (RaceError, "without waiting on flags"),
-        PartialAdd: (InterpreterError, "is never added|ends with flags"),
-    }
-    s = statements[index]
-    if isinstance(s, Barrier):
-        error = (RaceError, "a `barrier.consumers` (between the partial store|after the flag)")
-    else:
-        error = expected[type(s)]
-    with pytest.raises(error[0], match=error[1]):
-        interpret_exact(broken, bm, bn, 8 * bk, seed=3, schedules=1)
+    check_hand_over_removed(kernel("small"), index, flag=0)
 
 
 # ---------------------------------------------------------------- the proof

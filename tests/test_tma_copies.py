@@ -11,16 +11,15 @@ the launch."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
-from helpers import interpret_exact
+from helpers import interpret_exact, without
 
 from tiledsl.driver import compile_file, compile_source
 from tiledsl.emit.launch import launch_of
 from tiledsl.interp.errors import InterpreterError
-from tiledsl.ir.nodes import HANDOFFS, Barrier, ExpectTx, KernelIR, TmaLoad, Wait, map_body, walk
+from tiledsl.ir.nodes import HANDOFFS, Barrier, ExpectTx, KernelIR, TmaLoad, Wait, walk
 from tiledsl.models.mbarrier_hazards import HandoffProblem, prove
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,12 +40,6 @@ def kernel(name: str = "small") -> KernelIR:
             "64 x 128 x 64", "128 x 128 x 64")}[name]  # fmt: skip
         _KERNELS[name] = compile_source(text, f"{name}.tile").kernels[0]
     return _KERNELS[name]
-
-
-def without(k: KernelIR, target) -> KernelIR:
-    body = map_body(k.body, lambda s: () if s is target else s)
-    assert body != k.body
-    return dataclasses.replace(k, body=body)
 
 
 @pytest.mark.parametrize("name", ["small", "two-warpgroups"])
