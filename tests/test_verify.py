@@ -12,7 +12,7 @@ import pytest
 from tiledsl.driver import compile_file
 from tiledsl.errors import TileError
 from tiledsl.ir.expr import Const, Var
-from tiledsl.ir.nodes import Barrier, For, KernelIR, LoadFrag, Mma, map_body
+from tiledsl.ir.nodes import Barrier, For, KernelIR, LoadFrag, Mma, TmaLoad, Wait, map_body
 from tiledsl.ir.verify import verify
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,3 +96,42 @@ def test_a_fragment_index_past_its_count(kernel) -> None:
         return s
 
     assert any("is outside acc[" in e for e in errors(broken(kernel, edit)))
+
+
+# ---------------------------------------------------------------- warp-specialized roles
+
+
+@pytest.fixture(scope="module")
+def specialized() -> KernelIR:
+    k = compile_file(ROOT / "examples" / "hopper" / "stream_k.tile").kernels[0]
+    verify(k, "the test")  # the roles' bodies keep every invariant too
+    return k
+
+
+def test_the_roles_bodies_are_checked_for_scope(specialized) -> None:
+    """A producer's wait on a slot named by a variable no Let or loop defines."""
+
+    def edit(s):
+        if isinstance(s, Wait) and s.bar.name == "empty":
+            return dataclasses.replace(s, bar=dataclasses.replace(s.bar, slot=Var("nowhere")))
+        return s
+
+    assert any(
+        e.endswith("invalid IR after the test: 'nowhere' is used outside the loop that defines it")
+        for e in errors(broken(specialized, edit))
+    )
+
+
+def test_a_tma_load_past_its_stage_buffer(specialized) -> None:
+    def edit(s):
+        if isinstance(s, TmaLoad):
+            row, col = s.dst.offset
+            return dataclasses.replace(s, dst=dataclasses.replace(s.dst, offset=(row + 512, col)))
+        return s
+
+    assert any("reaches rows" in e and "tile of As" in e for e in errors(broken(specialized, edit)))
+
+
+def test_a_consumers_barrier_outside_a_stream_k_fix_up(specialized) -> None:
+    k = dataclasses.replace(specialized, stream_k=False)
+    assert any(e.endswith("a consumers' barrier outside a stream-K fix-up") for e in errors(k))

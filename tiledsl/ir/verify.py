@@ -7,8 +7,11 @@ part), never as a crash in the emitter or on the GPU.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..errors import Collector
 from .expr import BinOp, Const, Expr, Var, variables
+from .grid import cluster_place, grid_vars
 from .nodes import (
     DTYPE_BYTES,
     Barrier,
@@ -18,14 +21,22 @@ from .nodes import (
     GlobalTile,
     If,
     KernelIR,
+    Let,
     LoadFrag,
     Mma,
+    Roles,
     SharedTile,
     StoreFrag,
+    TmaLoad,
+    TmaStore,
     fragment_tile,
 )
 
 KERNEL_VARS = frozenset({"bm", "bn", "wm", "wn", "warp", "team"})
+#: What every block knows before its body: its id, the grid's blocks (persistent), its
+#: batch index and its rank in a cluster (the grid's tile counts and a block's place in
+#: its cluster come from tiledsl.ir.grid).
+BLOCK_VARS = frozenset({"pid", "blocks", "bz", "rank"})
 THREAD_VARS = frozenset({"wm", "wn", "warp", "team"})  # differ between threads of one block
 
 
@@ -84,6 +95,7 @@ class _Verifier:
 
     def __init__(self, kernel: KernelIR, after: str) -> None:
         self.kernel, self.after, self.errs = kernel, after, Collector()
+        self.in_role = False  # walking a warp-specialized role's body
         self.frags = {f.name: f for f in kernel.fragments}
         self.buffers = {b.name: b for b in kernel.buffers}
         # each loop variable's inclusive range where it is known (constant bounds)
@@ -93,8 +105,15 @@ class _Verifier:
             "warp": (0, kernel.consumer_warps - 1),
             "team": (0, kernel.teams - 1),
         }
-        # the size parameters and what the host computes from them per launch
-        self.sizes = set(kernel.gemm.size_args) | {v.var for v in kernel.launch_scalars}
+        # the size parameters, what the host computes from them per launch, and what
+        # every block knows before its body
+        self.sizes = (
+            set(kernel.gemm.size_args)
+            | {v.var for v in kernel.launch_scalars}
+            | BLOCK_VARS
+            | set(grid_vars(kernel))
+            | set(cluster_place(kernel))
+        )
 
     def problem(self, msg: str) -> None:
         self.errs.add(
@@ -109,8 +128,10 @@ class _Verifier:
             self.problem(f"'{sorted(unknown)[0]}' is used outside the loop that defines it")
 
     def uniform(self, e: Expr, what: str) -> None:
-        """`e` is the same in every thread of the block (barriers inside would diverge)."""
-        if variables(e) & THREAD_VARS:
+        """`e` is the same in every thread of the block (barriers inside would diverge).
+        Inside a role the threads of the other role never meet this one's anyway (no block
+        barrier may stand there), and pingpong's teams loop over tiles of their own."""
+        if not self.in_role and variables(e) & THREAD_VARS:
             self.problem(f"{what} (barriers inside would diverge)")
 
     def tile(self, tile, scope: frozenset[str]) -> None:
@@ -151,6 +172,17 @@ class _Verifier:
     def walk(self, body, scope: frozenset[str]) -> None:
         for stmt in body:
             match stmt:
+                case Let():  # in scope for the statements after it
+                    self.expr(stmt.value, scope)
+                    scope = scope | {stmt.var}
+                case Roles():  # each role's body, concurrently, on what the block knows
+                    self.in_role = True
+                    self.walk(stmt.producer.body, scope)
+                    self.walk(stmt.consumer.body, scope)
+                    self.in_role = False
+                case TmaLoad() | TmaStore():
+                    self.tile(stmt.dst, scope)
+                    self.tile(stmt.src, scope)
                 case For():
                     for e in (stmt.start, stmt.stop):
                         self.expr(e, scope)
@@ -176,25 +208,32 @@ class _Verifier:
                 case Fill():
                     self.frag(stmt.frag, "accumulator")
                 case Barrier():
-                    if stmt.scope not in ("block", "warp", "cluster"):
+                    if stmt.scope not in ("block", "warp", "cluster", "consumers"):
                         self.problem(f"unknown barrier scope '{stmt.scope}'")
                     elif stmt.scope == "cluster" and self.kernel.cluster_size == 1:
                         self.problem("a cluster barrier in a kernel without a cluster")
+                    elif stmt.scope == "consumers" and not self.kernel.stream_k:
+                        self.problem("a consumers' barrier outside a stream-K fix-up")
                 case If():
                     for e in (stmt.lhs, stmt.rhs):
                         self.expr(e, scope)
                         self.uniform(e, "a condition depends on the thread")
                     self.walk(stmt.then, scope)
                     self.walk(stmt.orelse, scope)
+                case _:  # the roles' handoffs and the fix-up's: their expressions in scope
+                    for e in _expressions(stmt):
+                        self.expr(e, scope)
 
     def fragment_access(self, stmt: LoadFrag | StoreFrag, scope: frozenset[str]) -> None:
         """A fragment load or store: its tile's place and shape, and the fragment's type."""
         tile = fragment_tile(stmt)
         self.tile(tile, scope)
         f = self.frags.get(stmt.frag.name)
-        if f and (tile.rows, tile.cols) != (f.rows, f.cols):
+        window = stmt.cols if isinstance(stmt, StoreFrag) else None  # a store's columns
+        cols = window[1] if window is not None else f.cols if f is not None else 0
+        if f and (tile.rows, tile.cols) != (f.rows, cols):
             shape = f"{tile.rows}x{tile.cols}"
-            self.problem(f"{stmt.frag} is {f.rows}x{f.cols} but its tile is {shape}")
+            self.problem(f"{stmt.frag} is {f.rows}x{cols} but its tile is {shape}")
         tile_dtype = (
             self.buffers[tile.buffer].dtype
             if isinstance(tile, SharedTile) and tile.buffer in self.buffers
@@ -215,6 +254,26 @@ class _Verifier:
                 self.problem("a guarded fragment store writes shared memory (only C's are)")
         elif f is not None:
             self.frag(stmt.frag, f.role)
+
+
+def _expressions(stmt) -> list[Expr]:
+    """The index expressions a statement holds in its fields (barrier slots, parities,
+    workspace slots, ...), not those of statements nested in it."""
+    out: list[Expr] = []
+
+    def collect(value) -> None:
+        if isinstance(value, Expr):
+            out.append(value)
+        elif isinstance(value, tuple):
+            for v in value:
+                collect(v)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for f in dataclasses.fields(value):
+                collect(getattr(value, f.name))
+
+    for f in dataclasses.fields(stmt):
+        collect(getattr(stmt, f.name))
+    return out
 
 
 def interval(e: Expr, bounds: dict[str, tuple[int, int]]) -> tuple[int, int]:
