@@ -342,30 +342,33 @@ def _shared_memory(kernel: KernelIR) -> list[str]:
 
 def _registers(kernel: KernelIR, ptxas: PtxasReport | None, ptxas_note: str) -> list[str]:
     """The fragments' registers: the estimates, and ptxas's count where there is one."""
-    t = kernel.target
-    out: list[str] = []
     est = register_estimate(kernel)
-    out.append(
+    out = [
         "  registers, ESTIMATE (one 32-bit register per fragment element, spread over the "
-        f"{kernel.warp_width} lanes"
-    )
-    out.append(
+        f"{kernel.warp_width} lanes",
         "  of a warp; the S4000 write-up counts one A fragment live at a time, tiledsl's "
-        "kernel keeps all it declares;"
-    )
-    out.append("  addresses and loop counters not counted)")
-    rows = []
-    for f in est.fragments:
-        rows.append(
-            [
-                "  " + f.name,
-                f.role,
-                f"{f.count[0]} x {f.count[1]} of {f.rows}x{f.cols}",
-                f.dtype,
-                str(f.elements),
-                str(f.live),
-            ]
-        )
+        "kernel keeps all it declares;",
+        "  addresses and loop counters not counted)",
+    ]
+    out += _fragment_table(est)
+    out += _register_budget(kernel, est, ptxas)
+    out += _ptxas_lines(kernel, ptxas, ptxas_note)
+    return [*out, ""]
+
+
+def _fragment_table(est) -> list[str]:
+    """Each fragment's elements per warp, declared and as the write-up counts them."""
+    rows = [
+        [
+            "  " + f.name,
+            f.role,
+            f"{f.count[0]} x {f.count[1]} of {f.rows}x{f.cols}",
+            f.dtype,
+            str(f.elements),
+            str(f.live),
+        ]
+        for f in est.fragments
+    ]
     rows.append(
         [
             "  total",
@@ -376,22 +379,26 @@ def _registers(kernel: KernelIR, ptxas: PtxasReport | None, ptxas_note: str) -> 
             str(sum(f.live for f in est.fragments)),
         ]
     )
-    out += text_table(
+    return text_table(
         ["  fragment", "role", "count", "type", "declared/warp", "write-up's count/warp"],
         rows,
         right={4, 5},
         indent="  ",
     )
+
+
+def _register_budget(kernel: KernelIR, est, ptxas: PtxasReport | None) -> list[str]:
+    """The estimates per thread and block against the target's limits (and setmaxnreg's
+    split between the roles)."""
+    t = kernel.target
     allowed = t.registers_per_thread(kernel.threads)
-    out.append(
+    out = [
         f"    the write-up's method: {est.writeup_per_thread} registers per thread, "
-        f"{est.writeup_per_block} per block"
-    )
-    out.append(
+        f"{est.writeup_per_block} per block",
         f"    this kernel:   {est.declared_per_thread} registers per thread, "
         f"{est.declared_per_block} per block (limits: {allowed} per thread at "
-        f"{kernel.threads} threads, {t.registers_per_sm} per multiprocessor)"
-    )
+        f"{kernel.threads} threads, {t.registers_per_sm} per multiprocessor)",
+    ]
     roles = next((st for st in kernel.body if isinstance(st, Roles)), None)
     if roles is not None:
         out.append(
@@ -409,26 +416,26 @@ def _registers(kernel: KernelIR, ptxas: PtxasReport | None, ptxas_note: str) -> 
             f"    the estimate is over the {allowed} registers a thread may have here, but "
             "ptxas fits the kernel (two f16 elements share a register, and it reuses them)"
         )
-    if ptxas is not None:
-        spilled = (
-            f"spills {ptxas.spill_stores}/{ptxas.spill_loads} bytes (stores/loads)"
-            if ptxas.spills
-            else "no spills"
-        )
-        out.append(
-            f"    ptxas ({build_arch(t.arch, (kernel,))}): {ptxas.registers} registers per thread, "
-            f"{ptxas.registers * kernel.threads} per block, {spilled}, "
-            f"{ptxas.stack_frame} bytes stack"
-        )
-        out.append(
-            f"    ptxas shared memory: {ptxas.smem_bytes} bytes static; the "
-            f"{kernel.smem_bytes} bytes above are dynamic (given at launch), which ptxas "
-            "does not see"
-        )
-    else:
-        out.append(f"    ptxas: {ptxas_note}")
-    out.append("")
     return out
+
+
+def _ptxas_lines(kernel: KernelIR, ptxas: PtxasReport | None, note: str) -> list[str]:
+    """ptxas's registers, spills, stack and static shared memory (or why there are none)."""
+    if ptxas is None:
+        return [f"    ptxas: {note}"]
+    spilled = (
+        f"spills {ptxas.spill_stores}/{ptxas.spill_loads} bytes (stores/loads)"
+        if ptxas.spills
+        else "no spills"
+    )
+    return [
+        f"    ptxas ({build_arch(kernel.target.arch, (kernel,))}): {ptxas.registers} registers "
+        f"per thread, {ptxas.registers * kernel.threads} per block, {spilled}, "
+        f"{ptxas.stack_frame} bytes stack",
+        f"    ptxas shared memory: {ptxas.smem_bytes} bytes static; the "
+        f"{kernel.smem_bytes} bytes above are dynamic (given at launch), which ptxas "
+        "does not see",
+    ]
 
 
 def _occupancy(kernel: KernelIR, ptxas: PtxasReport | None) -> list[str]:
