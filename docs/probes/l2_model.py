@@ -78,6 +78,7 @@ def dram_bytes(kind: str, size: tuple[int, int, int], clusters: int, cm: int, l2
     ctiles_m, ctiles_n = -(-m // (BM * cm)), -(-n // BN)
     k_steps = -(-k // BK)
     work = schedules(kind, ctiles_m * ctiles_n, clusters, k_steps)
+    places = [cluster_tile(t, ctiles_m, ctiles_n) for t in range(ctiles_m * ctiles_n)]
     cache: OrderedDict = OrderedDict()
     held = 0
     per_unit = []
@@ -87,7 +88,7 @@ def dram_bytes(kind: str, size: tuple[int, int, int], clusters: int, cm: int, l2
             if time >= len(mine):
                 continue
             tile, kt = mine[time]
-            cbm, cbn = cluster_tile(tile, ctiles_m, ctiles_n)
+            cbm, cbn = places[tile]
             loads = [(("A", cm * cbm + r, kt), A_BYTES) for r in range(cm)]
             loads.append((("B", cbn, kt), B_BYTES))
             for key, nbytes in loads:

@@ -561,16 +561,8 @@ def schedule_line(kernel: KernelIR) -> str:
     if s.warp_specialize:
         parts.append("warp_specialize" + (" pingpong" if s.pingpong else ""))
     if s.persistent:
-        kind = (
-            f" split_k {s.split_k}"
-            if s.split_k
-            else " stream_k_aligned"
-            if s.aligned
-            else " stream_k"
-            if s.stream_k
-            else ""
-        )
-        parts.append("persistent" + kind)
+        kind = f" {s.split_word}" + (f" {s.split_k}" if s.split_k else "")
+        parts.append("persistent" + (kind if s.split_word else ""))
     if s.cluster_size > 1:
         parts.append(f"cluster {s.cluster[0]}x{s.cluster[1]}")
     pads = ", ".join(

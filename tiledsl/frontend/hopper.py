@@ -96,7 +96,7 @@ def _check_together(sched: Schedule, errs: Collector) -> None:
             "add `persistent`",
         )
     if sched.stream_k and sched.pingpong:
-        kind = "split_k" if sched.split_k else "stream_k_aligned" if sched.aligned else "stream_k"
+        kind = sched.split_word
         errs.add(
             sched.loc("persistent"),
             f"persistent {kind} cuts tiles into shares of K steps, and warp_specialize "

@@ -229,7 +229,7 @@ def stream_k_piece(aligned: bool = False) -> dict[str, Expr]:
     every block starts at K step 0 of its last tile: its other pieces end at their tiles'
     last step (`aligned_step`)."""
     k_steps, first, last = Var("k_steps"), Var("sk_first"), Var("sk_last")
-    tile = piece_tile(aligned)
+    tile = Var("u_tile") if aligned else U  # the piece's tile among the tiles left
     mapping: dict[str, Expr] = {}
     if aligned:
         start, stop = stream_k_tiles()
@@ -240,11 +240,6 @@ def stream_k_piece(aligned: bool = False) -> dict[str, Expr]:
         "k_lo": maximum(first - tile * k_steps, 0),
         "k_hi": minimum(last - tile * k_steps, k_steps),
     }
-
-
-def piece_tile(aligned: bool) -> Expr:
-    """The u-th piece's tile among the tiles left: u's own, or `stream_k_aligned`'s u_tile."""
-    return Var("u_tile") if aligned else U
 
 
 def stream_k_tiles() -> tuple[Expr, Expr]:

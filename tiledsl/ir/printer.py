@@ -52,6 +52,26 @@ from .partial_tiles import tma_only
 from .schedule import named_constants
 
 
+def _persisting(kernel: KernelIR) -> str:
+    """What a persistent kernel's blocks do with the tiles, after `gridDim.x blocks`."""
+    if kernel.split_k:
+        return (
+            ": whole tiles, then the last round's tiles in "
+            f"{kernel.split_k} slices of K (split-K), fixed up through a workspace"
+        )
+    if kernel.aligned:
+        return (
+            ": whole tiles, then equal shares of the K steps of the tiles left, each block's "
+            "last tile first (stream-K, aligned), fixed up through a workspace"
+        )
+    if kernel.stream_k:
+        return (
+            ": whole tiles, then equal shares of the K steps of the tiles left (stream-K), "
+            "fixed up through a workspace"
+        )
+    return ", each looping over tiles"
+
+
 def print_ir(kernel: KernelIR) -> str:
     g, s, t = kernel.gemm, kernel.schedule, kernel.target
     consts = named_constants(s)
@@ -71,24 +91,8 @@ def print_ir(kernel: KernelIR) -> str:
         )
         + ")",
     ]
-    if kernel.split_k:
-        lines.append(
-            f"  persist  gridDim.x blocks (the SM count): whole tiles, then the last round's "
-            f"tiles in {kernel.split_k} slices of K (split-K), fixed up through a workspace"
-        )
-    elif kernel.aligned:
-        lines.append(
-            "  persist  gridDim.x blocks (the SM count): whole tiles, then equal shares of "
-            "the K steps of the tiles left, each block's last tile first (stream-K, "
-            "aligned), fixed up through a workspace"
-        )
-    elif kernel.stream_k:
-        lines.append(
-            "  persist  gridDim.x blocks (the SM count): whole tiles, then equal shares of "
-            "the K steps of the tiles left (stream-K), fixed up through a workspace"
-        )
-    elif kernel.persistent:
-        lines.append("  persist  gridDim.x blocks (the SM count), each looping over tiles")
+    if kernel.persistent:
+        lines.append("  persist  gridDim.x blocks (the SM count)" + _persisting(kernel))
     for v in kernel.launch_scalars:
         value = "the launch's grid" if v.value == Var(v.var) else _e(v.value)
         lines.append(f"  scalar   {v.var} = {value}  # host, per launch; {PASSED[v.passed]}")

@@ -105,6 +105,16 @@ class Schedule:
         return bm // (m * cm), bn // (n * cn)
 
     @property
+    def split_word(self) -> str:
+        """How `persistent` shares a last round, as the directive spells it: `split_k`,
+        `stream_k_aligned`, `stream_k`, or '' (whole tiles)."""
+        if self.split_k:
+            return "split_k"
+        if self.aligned:
+            return "stream_k_aligned"
+        return "stream_k" if self.stream_k else ""
+
+    @property
     def cluster_size(self) -> int:
         """Blocks per thread-block cluster (1: no cluster)."""
         return self.cluster[0] * self.cluster[1]
