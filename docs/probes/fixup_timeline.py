@@ -1,0 +1,342 @@
+# ruff: noqa: E501  (the embedded CUDA and the printed table keep their own line lengths)
+"""Probe (not part of tiledsl): where a stream-K kernel's time goes, block by block, and what
+its hand-over of partial sums costs.
+
+Issue 17's one shape below cuBLAS, 2048 x 4096 x 11008 (0.995x), idles 3 % of the SMs in its
+last round of whole tiles; stream-K over that round lost (docs/performance.md, "stream-k
+unbounded", 2026-12-02), and `stream_k_aligned` (2026-12-05, third session) is built to keep
+its loads where whole tiles keep them. If it loses too, the question is which part of a
+piece costs what: the loads (the K loop of a piece, against a whole tile's K step), the
+contributor's store of its partial sum (128 KB from the registers, then a barrier and the
+flag), the owner's wait for the flag, or its adds. This probe answers that from one launch:
+
+- `%globaltimer` at up to 28 points of every block (the first consumer thread; the
+  producer's one thread for its last load), written to a `__device__` array of the module:
+  entry, the end of the whole tiles, for each of a block's first four stream-K pieces its
+  first stage landed, its K loop's end, its partial sum stored, its flag signalled (or the
+  owner's last flag acquired), its fix-up done and its C handed to the TMA unit, the
+  consumers' end and the producer's;
+- each kernel (default: examples/hopper/cluster.tile, stream_k.tile, stream_k_aligned.tile),
+  stamped, is checked by both oracles, then timed by `tiledsl bench`'s loop beside cuBLAS
+  (rounds in rotated order), then launched `--launches` times alone for its timeline;
+- `--no-hand-over`: also each stream-K kernel with its hand-over cut out (no partial sum
+  stored, no flag, no adds; **wrong on purpose**, so it is timed without the oracles): the
+  time stream-K would take if its fix-up were free, and so how much of what it lost is the
+  fix-up and how much the loads.
+
+    python3 docs/probes/fixup_timeline.py [--tile FILE ...] [--rounds 3] [--launches 5]
+                                          [--no-hand-over] [SIZE ...]   (default 2048x4096x11008)
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import cupy as cp
+import numpy as np
+
+import tiledsl.driver as driver
+from tiledsl.commands.run import Report, check_size, gpu_checks, kernel_calls
+from tiledsl.gpu import runtime
+from tiledsl.gpu.baselines import cublas
+from tiledsl.gpu.timing import CudaClock, rotated_sets, time_calls
+
+TILES = [
+    "examples/hopper/cluster.tile",
+    "examples/hopper/stream_k.tile",
+    "examples/hopper/stream_k_aligned.tile",
+]
+SLOTS, PIECES, PIECE_POINTS = 32, 4, 6
+ENTRY, WHOLE_DONE, CONSUMERS_DONE, PRODUCER_DONE = (
+    0,
+    1,
+    2 + PIECES * PIECE_POINTS,
+    3 + PIECES * PIECE_POINTS,
+)
+PIECE_NAMES = [
+    "first stage landed",
+    "K loop end",
+    "partial sum stored",
+    "flag signalled / acquired",
+    "fix-up done",
+    "C handed to TMA",
+]
+
+STAMP_HELPER = f"""
+// probe: %globaltimer at {SLOTS} points of every block (fixup_timeline.py)
+__device__ unsigned long long probe_stamps[1024 * {SLOTS}];
+__device__ __forceinline__ void probe_stamp(int slot) {{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    probe_stamps[blockIdx.x * {SLOTS} + slot] = t;
+}}
+"""
+
+CONSUMER = "} else {  // the consumer warpgroups"
+SHARE = "        // this block's share of the K steps of the tiles left (stream-K)\n"
+LANDED = (
+    "mbarrier_wait(&full[step % STAGES], step / STAGES % 2);  // this step's tiles have landed\n"
+)
+LOOP_END = "wgmma_wait<0>();  // every wgmma has read its tiles and written its accumulators\n"
+STORED = "named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // every consumer thread's partial sum is written before the flag\n"
+SIGNAL = re.compile(r"( *)if \(threadIdx\.x == 0\) signal_flag\([^;]*\);[^\n]*\n")
+WAIT = re.compile(r"( *)if \(threadIdx\.x == 0\) wait_flag\([^;]*\);[^\n]*\n")
+OWNER_STORE = "// C leaves by TMA"
+DRAIN = (
+    "if (lane == 0) tma_store_wait_read();  // the TMA stores have read Cs before the block exits\n"
+)
+
+
+def must_count(src: str, text: str, count: int = 1) -> None:
+    assert src.count(text) == count, f"expected {count} of {text!r}, found {src.count(text)}"
+
+
+def after_line(src: str, text: str, addition: str, start: int = 0) -> str:
+    """`addition` on a line of its own after the one that holds `text` (searched from `start`)."""
+    i = src.index(text, start)
+    end = src.index("\n", i) + 1
+    indent = re.match(r" *", src[src.rindex("\n", 0, i) + 1 :]).group(0)
+    return src[:end] + indent + addition + "\n" + src[end:]
+
+
+def stamped(src: str) -> str:
+    """The emitted source with the probe's stamps (first consumer thread, producer thread)."""
+    must_count(src, CONSUMER)
+    producer_end = src.index("    " + CONSUMER)
+    src = (
+        src[:producer_end]
+        + f"        if (lane == 0) probe_stamp({PRODUCER_DONE});  // probe: the producer's last load issued\n"
+        + src[producer_end:]
+    )
+    consumer = src.index(CONSUMER)
+    head, body = src[:consumer], src[consumer:]
+    body = after_line(
+        body,
+        "setmaxnreg_inc<CONSUMER_REGISTERS>();",
+        f"if (threadIdx.x == 0) probe_stamp({ENTRY});",
+    )
+    if SHARE in body:  # stream-K: the pieces after the whole tiles
+        share = body.index(SHARE)
+        whole, pieces = body[:share], body[share:]
+        whole += f"        if (threadIdx.x == 0) probe_stamp({WHOLE_DONE});\n"
+        pieces = after_line(
+            pieces,
+            "for (int u = ",
+            f"    const int probe_piece = 2 + min(u - sk_first / k_steps, {PIECES - 1}) * {PIECE_POINTS};",
+        )
+        pieces = after_line(
+            pieces, LANDED, "if (threadIdx.x == 0 && kt == k_lo) probe_stamp(probe_piece + 0);"
+        )
+        pieces = after_line(pieces, LOOP_END, "if (threadIdx.x == 0) probe_stamp(probe_piece + 1);")
+        pieces = pieces.replace(
+            STORED, "if (threadIdx.x == 0) probe_stamp(probe_piece + 2);\n                " + STORED
+        )
+        pieces = SIGNAL.sub(
+            lambda m: (
+                m.group(0)
+                + m.group(1)
+                + "if (threadIdx.x == 0) { probe_stamp(probe_piece + 3); probe_stamp(probe_piece + 4); }\n"
+            ),
+            pieces,
+        )
+        pieces = WAIT.sub(
+            lambda m: (
+                m.group(0) + m.group(1) + "if (threadIdx.x == 0) probe_stamp(probe_piece + 3);\n"
+            ),
+            pieces,
+        )
+        owner = pieces.index(OWNER_STORE)
+        pieces = (
+            pieces[:owner]
+            + "if (threadIdx.x == 0) probe_stamp(probe_piece + 4);\n                "
+            + pieces[owner:]
+        )
+        must_count(pieces, "        }\n        " + DRAIN)
+        pieces = pieces.replace(
+            "        }\n        " + DRAIN,
+            "            if (threadIdx.x == 0) probe_stamp(probe_piece + 5);\n        }\n        "
+            + DRAIN,
+        )
+        body = whole + pieces
+    body = after_line(body, DRAIN, f"if (threadIdx.x == 0) probe_stamp({CONSUMERS_DONE});")
+    return head.replace('extern "C" __global__', STAMP_HELPER + 'extern "C" __global__', 1) + body
+
+
+def without_hand_over(src: str) -> str:
+    """Wrong on purpose: stream-K's pieces with no partial sum stored, no flag, no adds."""
+    src = re.sub(r"__stcg\(&partial\[[^;]*;", ";", src)
+    src = src.replace(STORED, "\n")
+    src = SIGNAL.sub("", src)
+    src, n = re.subn(
+        r"for \(int c = [^;]*; c < [^;]*; \+\+c\) \{", "for (int c = 0; c < 0; ++c) {", src
+    )
+    assert n == 1, "expected one loop over the contributors"
+    return src
+
+
+def first_kernel(tile: str):
+    compiled = driver.compile_file(Path(tile))
+    k = compiled.kernels[0]
+    return k, compiled.launches[0], compiled.source_for((k,))
+
+
+def timeline(stamps: np.ndarray) -> dict:
+    """Per point: (min, median, max) µs after the first block's entry, and how many blocks."""
+    base = stamps[:, ENTRY][stamps[:, ENTRY] > 0].min()
+    out = {}
+    for slot in range(SLOTS):
+        col = stamps[:, slot][stamps[:, slot] > 0]
+        if len(col):
+            us = (col - base) / 1e3
+            out[slot] = (float(us.min()), float(np.median(us)), float(us.max()), len(col))
+    return out
+
+
+def durations(stamps: np.ndarray) -> dict[str, list[float]]:
+    """Per block and piece, the µs of each part of a piece, by role."""
+    parts: dict[str, list[float]] = {}
+
+    def add(name, a, b):
+        ok = (a > 0) & (b > 0)
+        parts.setdefault(name, []).extend(((b[ok] - a[ok]) / 1e3).tolist())
+
+    for p in range(PIECES):
+        s = 2 + p * PIECE_POINTS
+        landed, loop_end, stored, flag, fixed, issued = (
+            stamps[:, s + i] for i in range(PIECE_POINTS)
+        )
+        contributor = stored > 0
+        add("piece's K loop (first stage landed -> last wgmma retired)", landed, loop_end)
+        add(
+            "contributor: partial sum stored (128 KB from registers)",
+            np.where(contributor, loop_end, 0),
+            stored,
+        )
+        add("contributor: barrier + flag signalled", np.where(contributor, stored, 0), flag)
+        add("owner: waited for the last flag", np.where(~contributor, loop_end, 0), flag)
+        add("owner: adds after the last flag", np.where(~contributor, flag, 0), fixed)
+        add("C handed to the TMA unit", fixed, issued)
+    add("whole tiles (entry -> done)", stamps[:, ENTRY], stamps[:, WHOLE_DONE])
+    return parts
+
+
+def variants(tiles, no_hand_over: bool, arch: str, size) -> dict:
+    """name: (kernel IR, its launcher, its size parameters, its module), each stamped; every
+    one but the wrong-on-purpose ones checked by both oracles first."""
+    label = "x".join(map(str, size))
+    kernels = {}
+    for tile in tiles:
+        k, launch, source = first_kernel(tile)
+        sources = {Path(tile).stem: (stamped(source), True)}
+        if no_hand_over and "signal_flag(" in source:
+            sources[Path(tile).stem + " (no hand-over)"] = (
+                stamped(without_hand_over(source)),
+                False,
+            )
+        for name, (src, checked) in sources.items():
+            module = runtime.load_module(src, arch, name=f"fixup_{len(kernels)}.cu")
+            run = runtime.launcher(module, launch)
+            sizes = check_size(k, size)
+            if checked:
+                report = Report(k.name, size, "probe")
+                gpu_checks(k, run, sizes, size, np.random.default_rng(1), report, Path("/tmp"))
+                bad = [c for c in report.checks if not c.ok]
+                print(f"{label} {name}: {'PASS' if not bad else 'FAIL ' + str(bad)}", flush=True)
+                assert not bad
+            kernels[name] = (k, run, sizes, module)
+    return kernels
+
+
+def timed(work: dict, clock, rounds: int, repeat: int, set_bytes: int, label: str) -> None:
+    """Every call list (and cuBLAS) in `rounds` rounds in rotated order: each one's median."""
+    times: dict[str, list[float]] = {name: [] for name in work}
+    order = list(work)
+    for round_ in range(rounds):
+        shift = round_ % len(order)
+        for name in order[shift:] + order[:shift]:
+            t = time_calls(work[name], clock, warmup=10, repeat=repeat, set_bytes=set_bytes)
+            times[name].append(t.median_ms * 1e3)
+    best = min(times["cuBLAS"])
+    print(
+        f"\n{label}: the launch loop's median over {rounds} rounds, µs (x the fastest cuBLAS round)"
+    )
+    for name, v in times.items():
+        print(f"  {name:36s} {np.median(v):8.2f}  ({best / np.median(v):.3f})")
+
+
+POINT_NAMES = {
+    ENTRY: "entry",
+    WHOLE_DONE: "whole tiles done",
+    CONSUMERS_DONE: "consumers done",
+    PRODUCER_DONE: "producer's last load issued",
+    **{
+        2 + p * PIECE_POINTS + i: f"piece {p}: {point}"
+        for p in range(PIECES)
+        for i, point in enumerate(PIECE_NAMES)
+    },
+}
+
+
+def launched_alone(calls: list, module, launches: int, title: str) -> None:
+    """`launches` single launches: each point's spread over the blocks, and each part's."""
+    stamps = cp.ndarray((1024, SLOTS), cp.uint64, module.get_global("probe_stamps"))
+    lines, parts = [], {}
+    for launch in range(launches):
+        stamps.fill(0)
+        calls[launch % len(calls)]()
+        cp.cuda.Device().synchronize()
+        host = stamps.get().astype(np.int64)
+        lines.append(timeline(host))
+        for part, v in durations(host).items():
+            parts.setdefault(part, []).extend(v)
+    print(
+        f"\n{title}: one launch alone, µs after the first block's entry (each statistic's median over {launches} launches)"
+    )
+    for slot in sorted({s for line in lines for s in line}):
+        rows = [line[slot] for line in lines if slot in line]
+        mn, md, mx = (float(np.median([r[i] for r in rows])) for i in range(3))
+        print(
+            f"  {POINT_NAMES[slot]:40s} min {mn:8.2f} median {md:8.2f} max {mx:8.2f}  ({rows[0][3]} blocks)"
+        )
+    print("  parts, µs over every block and launch: median (max)")
+    for part, v in parts.items():
+        if v:
+            print(f"  {part:58s} {np.median(v):7.2f} ({max(v):7.2f})  n={len(v)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("sizes", nargs="*", default=["2048x4096x11008"])
+    ap.add_argument("--tile", nargs="+", default=TILES)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--launches", type=int, default=5)
+    ap.add_argument("--no-hand-over", action="store_true")
+    ap.add_argument("--show", help="print this tile's stamped source and stop")
+    args = ap.parse_args()
+    if args.show:
+        print(stamped(first_kernel(args.show)[2]))
+        return
+    arch = runtime.device_arch()
+    arch = arch + "a" if arch == "sm_90" else arch
+    clock, base = CudaClock(arch), cublas()
+    for size in [tuple(int(v) for v in s.split("x")) for s in args.sizes]:
+        label = "x".join(map(str, size))
+        kernels = variants(args.tile, args.no_hand_over, arch, size)
+        sets, set_bytes = rotated_sets(size, 0, "ints")
+        work = {
+            name: kernel_calls(k, run, sizes, size, sets)
+            for name, (k, run, sizes, _) in kernels.items()
+        }
+        work["cuBLAS"] = base.calls(next(iter(kernels.values()))[0].gemm, size, sets)
+        timed(work, clock, args.rounds, args.repeat, set_bytes, label)
+        for name, (_, _, _, module) in kernels.items():
+            launched_alone(work[name], module, args.launches, f"{label} {name}")
+
+
+if __name__ == "__main__":
+    main()
