@@ -175,37 +175,11 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
     s = kernel.schedule
     kernel = replace(kernel, cluster=s.cluster)  # the tile order is the clusters'
     k_loop = next(st for st in kernel.body if is_loop(st, K_BLOCKS))
-    position = kernel.body.index(k_loop)
-    slot = Q % Const(s.stages, "STAGES")
-    tiles = [
-        TmaLoad(
-            replace(dst, slot=slot),
-            replace(src, origin=(_at_step(src.origin[0], k_loop), _at_step(src.origin[1], k_loop))),
-            BarrierRef("full", slot),
-        )
-        for dst, src in tile_loads(kernel.body[:position])
-    ]
-    stage_bytes = sum(kernel.tile_bytes(t.dst) for t in tiles)
-    loads = tuple(_multicast_part(kernel, t) for t in tiles)
-    step = Let("step", TL * k_loop.stop + Var(k_loop.var) if s.persistent else Var(k_loop.var))
-    producer_tile = _producer(kernel, k_loop, step, loads, stage_bytes)
-    consumer_tile = _consumer(kernel, k_loop, step, position)
+    loads, stage_bytes = _stage_loads(kernel, k_loop)
+    producer_tile, consumer_tile = _role_bodies(kernel, k_loop, loads, stage_bytes)
     staging: tuple[SharedBuffer, ...] = ()
     if s.epilogue_via == "tma":
         staging = (_staging_buffer(kernel),)
-    if s.persistent:
-        producer_tile = _tile_loop(kernel, producer_tile)
-        # pingpong: team t takes the block's tiles t, t + TEAMS, ...; the producer all
-        consumer_tile = _tile_loop(kernel, consumer_tile, s.teams)
-    if s.stream_k:
-        # after the whole rounds, the block's share of the K steps of the tiles left
-        piece = replace(k_loop, start=Var("k_lo"), stop=Var("k_hi"))
-        sk_step = Let("step", _sk_step(Var(k_loop.var), s.aligned))
-        producer_tile += _stream_k_loop(
-            kernel, _producer(kernel, piece, sk_step, loads, stage_bytes)
-        )
-        consumer_tile += _stream_k_loop(kernel, _consumer(kernel, piece, sk_step, position))
-    if staging:
         drain = TmaStoreWait("the TMA stores have read Cs before the block exits")
         consumer_tile = (*consumer_tile, drain)
     split = role_registers(kernel.warp_count * s.teams, kernel.target)
@@ -214,28 +188,10 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
         Role("producer", split.producer, producer_tile),
         Role("consumer", split.consumer, consumer_tile),
     )
-    tiles_var = CTILES_M * CTILES_N if kernel.cluster_size > 1 else TILES_M * TILES_N
-    head: tuple[Stmt, ...] = (Let("tiles", tiles_var),) if s.persistent else ()
-    if s.stream_k:
-        shares = stream_k_split(k_loop.stop, s.split_k, s.aligned)
-        head += tuple(Let(name, e) for name, e in shares.items())
-    # in a cluster, the other blocks arrive on this block's barriers and multicast into its
-    # shared memory until their last release: no block exits before all are done
-    tail: tuple[Stmt, ...] = (
-        (
-            Barrier(
-                "cluster",
-                "the cluster's blocks are done with each other's barriers and stages "
-                "before any exits",
-            ),
-        )
-        if kernel.cluster_size > 1
-        else ()
-    )
     used = {t.dst.buffer for t in loads}
     specialized = replace(
         kernel,
-        body=(*head, roles, *tail),
+        body=(*_grid_lets(kernel, k_loop), roles, *_cluster_exit(kernel)),
         buffers=(*(b for b in kernel.buffers if b.name in used), *staging),
         mbarriers=_mbarriers(kernel),
         producer_warps=1,
@@ -249,6 +205,70 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
     # the proof says so (or refuses the kernel), with what each handoff statement prevents.
     # TMA loads zero-fill partial tiles; C's stores from registers are guarded for them
     return mbarrier_hazards.proven(guard_c_stores(specialized))
+
+
+def _stage_loads(kernel: KernelIR, k_loop: For) -> tuple[tuple[TmaLoad, ...], int]:
+    """The K loop's tile loads as TMA copies into slot `step % STAGES`, each counting on that
+    slot's `full` barrier and cut into its cluster's multicast part; and a stage's bytes."""
+    slot = Q % Const(kernel.schedule.stages, "STAGES")
+    tiles = [
+        TmaLoad(
+            replace(dst, slot=slot),
+            replace(src, origin=(_at_step(src.origin[0], k_loop), _at_step(src.origin[1], k_loop))),
+            BarrierRef("full", slot),
+        )
+        for dst, src in tile_loads(kernel.body[: kernel.body.index(k_loop)])
+    ]
+    stage_bytes = sum(kernel.tile_bytes(t.dst) for t in tiles)
+    return tuple(_multicast_part(kernel, t) for t in tiles), stage_bytes
+
+
+def _role_bodies(
+    kernel: KernelIR, k_loop: For, loads: tuple[TmaLoad, ...], stage_bytes: int
+) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
+    """(the producer's body, the consumers' body): one tile's K loop each, looped over the
+    block's tiles when persistent, then over its stream-K pieces."""
+    s = kernel.schedule
+    position = kernel.body.index(k_loop)
+    step = Let("step", TL * k_loop.stop + Var(k_loop.var) if s.persistent else Var(k_loop.var))
+    producer_tile = _producer(kernel, k_loop, step, loads, stage_bytes)
+    consumer_tile = _consumer(kernel, k_loop, step, position)
+    if s.persistent:
+        producer_tile = _tile_loop(kernel, producer_tile)
+        # pingpong: team t takes the block's tiles t, t + TEAMS, ...; the producer all
+        consumer_tile = _tile_loop(kernel, consumer_tile, s.teams)
+    if s.stream_k:
+        # after the whole rounds, the block's share of the K steps of the tiles left
+        piece = replace(k_loop, start=Var("k_lo"), stop=Var("k_hi"))
+        sk_step = Let("step", _sk_step(Var(k_loop.var), s.aligned))
+        producer_tile += _stream_k_loop(
+            kernel, _producer(kernel, piece, sk_step, loads, stage_bytes)
+        )
+        consumer_tile += _stream_k_loop(kernel, _consumer(kernel, piece, sk_step, position))
+    return producer_tile, consumer_tile
+
+
+def _grid_lets(kernel: KernelIR, k_loop: For) -> tuple[Stmt, ...]:
+    """What every block knows of the grid before its roles: the tile count (persistent) and
+    stream-K's split of the last round."""
+    s = kernel.schedule
+    if not s.persistent:
+        return ()
+    tiles = CTILES_M * CTILES_N if kernel.cluster_size > 1 else TILES_M * TILES_N
+    lets: tuple[Stmt, ...] = (Let("tiles", tiles),)
+    if s.stream_k:
+        shares = stream_k_split(k_loop.stop, s.split_k, s.aligned)
+        lets += tuple(Let(name, e) for name, e in shares.items())
+    return lets
+
+
+def _cluster_exit(kernel: KernelIR) -> tuple[Stmt, ...]:
+    """In a cluster, the other blocks arrive on this block's barriers and multicast into its
+    shared memory until their last release: no block exits before all are done."""
+    if kernel.cluster_size == 1:
+        return ()
+    why = "the cluster's blocks are done with each other's barriers and stages before any exits"
+    return (Barrier("cluster", why),)
 
 
 def _multicast_part(kernel: KernelIR, load: TmaLoad) -> TmaLoad:
