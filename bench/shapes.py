@@ -1,7 +1,7 @@
 """Every shape a Llama-2-7B layer multiplies at, from one token to 8192, against cuBLAS and
 Triton, and against the memory bound where few rows make the product a read of the weights.
 
-    python3 bench/shapes.py [FILE.tile ...] [--swapped FILE.tile ...] [--m 1 16 ...]
+    python3 bench/shapes.py [FILE.tile ...] [--m 1 16 ...]
                             [--sizes SUITE] [--repeat N] [--rounds R] [--data ints|normal]
                             [--out PATH.json] [--plot PATH.png]
     python3 bench/shapes.py --from-json RUN.json ... [--out PATH.json] [--plot PATH.png]
@@ -18,9 +18,10 @@ a file of several kernels with a dispatch table beside it (`tiledsl tune --sizes
 the kernel its table picks, as `tiledsl.load` would call it. Every row is checked by the
 exact and the statistical oracle before its time counts; cuBLAS (cupy.matmul) and Triton
 (tl.dot) are timed in the same process on the same inputs, and each shape is judged
-against their fastest time of the run. A `--swapped` file computes the transpose,
-C^T = B^T A^T, so it is timed at N x M x K and its rows (with their cuBLAS and Triton
-rows) are put back at M x N x K.
+against their fastest time of the run. A kernel that swaps the operands' roles
+(`swap_operands`: it computes C^T = B^T A^T) is written, called and timed at M x N x K like
+any other; runs before 2026-12-05 (fourth session) timed its own-terms form at N x M x K and
+labelled its rows `(C^T)`.
 
 The memory bound of a shape is the bytes of A, B and C over the device-to-device copy
 bandwidth measured in the same run (a copy of COPY_BYTES, read and written: 2 x COPY_BYTES
@@ -66,11 +67,12 @@ FEW_TOKENS = TUNED / "small_m.tuned.tile"
 #: above comes near cuBLAS (`tiledsl tune examples/spaces/mid_m_space.tile --sizes
 #: bench/suites/llama2_7b_mid_tokens.txt -o MID_TOKENS`).
 MID_TOKENS = TUNED / "mid_m.tuned.tile"
-#: The kernel that swaps the operands' roles (C^T = B^T A^T: the weights fill the wgmma's
-#: 64 rows, the tokens its N), tuned per shape where `tiledsl tune
+#: The kernel that swaps the operands' roles (`swap_operands`, C^T = B^T A^T: the weights
+#: fill the wgmma's 64 rows, the tokens its N), tuned per shape where `tiledsl tune
 #: examples/spaces/few_tokens_swapped_space.tile --sizes
-#: bench/suites/llama2_7b_few_tokens_swapped.txt` has written it. From torch it is called
-#: as k(W, x.t(), out=y.t()) (examples/hopper/few_tokens_swapped.tile).
+#: bench/suites/llama2_7b_few_tokens_swapped.txt` has written it. Its B is torch's Linear
+#: weight W (N x K rows) seen as W^T: from torch, k(x, W.t())
+#: (examples/hopper/few_tokens_swapped.tile).
 SWAPPED = TUNED / "few_tokens_swapped.tuned.tile"
 SWAPPED_UNTUNED = ROOT / "examples" / "hopper" / "few_tokens_swapped.tile"
 #: Which tokens each default group is timed at: the 64-row tiles up to FEW_MAX_M, the
@@ -81,34 +83,33 @@ MID_M = (256, 1000)  # mid_m.tuned.tile, at N = 4096 (the shapes it was tuned at
 SUITES = ROOT / "bench" / "suites"
 #: Files tuned over a suite of their own (the clustered forms cuBLAS runs where the groups
 #: above trail it, docs/performance.md "What cuBLAS runs where tiledsl trails it"), each
-#: timed at the shapes of its suite among those asked, once written: (file, suite, timed
-#: swapped — its suite then lists the transposed shapes, N x M x K —, and at fewer tokens
-#: too — the asked shapes on a suite shape's weights with fewer tokens than it, which the
-#: dispatch table's nearest-shape rule hands the same kernels). Their winners on the H200
+#: timed at the shapes of its suite among those asked, once written: (file, suite, and at
+#: fewer tokens too — the asked shapes on a suite shape's weights with fewer tokens than it,
+#: which the dispatch table's nearest-shape rule hands the same kernels). Their winners on the H200
 #: were all `cluster 1 x 1` (2026-12-04): small_m_cluster's are 64-row tiles without a split
 #: of K and deeper than small_m.tuned's, which is why they are timed at fewer tokens too
 #: (at 16 x 12288 x 4096 small_m.tuned's pick took 36.9 µs on 2026-12-03, more than its
 #: 32.2 at 64 tokens). The swapped kernel tuned at 64 tokens (tokens64_swapped_space.tile)
 #: lost to the 64-row tiles at every shape and is not kept.
 SUITE_TUNED = (
-    (TUNED / "small_m_cluster.tuned.tile", SUITES / "llama2_7b_cluster_tokens.txt", False, True),
-    (TUNED / "mid_m_cluster.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False, False),
-    (TUNED / "hopper_cluster_192.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False, False),
+    (TUNED / "small_m_cluster.tuned.tile", SUITES / "llama2_7b_cluster_tokens.txt", True),
+    (TUNED / "mid_m_cluster.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False),
+    (TUNED / "hopper_cluster_192.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False),
 )
 
 
-def suite_groups(sizes) -> list[tuple[list[Path], list[tuple[int, int, int]], bool]]:
+def suite_groups(sizes) -> list[tuple[list[Path], list[tuple[int, int, int]]]]:
     """SUITE_TUNED's written files, each with the asked sizes its suite holds (and, where
     the entry says so, those with fewer tokens on the same weights)."""
     from tiledsl.tune.dispatch import read_suite
 
     groups = []
-    for file, suite, swapped, fewer_tokens in SUITE_TUNED:
+    for file, suite, fewer_tokens in SUITE_TUNED:
         if not file.exists():
             continue
-        tuned_at = {transposed(s) if swapped else s for s in read_suite(suite)}
+        tuned_at = set(read_suite(suite))
         at = [s for s in sizes if s in tuned_at or fewer_tokens and _fewer_tokens(s, tuned_at)]
-        groups.append(([file], at, swapped))
+        groups.append(([file], at))
     return groups
 
 
@@ -118,8 +119,8 @@ def _fewer_tokens(size, tuned_at) -> bool:
     return any((n, k) == (tn, tk) and m < tm for tm, tn, tk in tuned_at)
 
 
-def default_plan(sizes) -> list[tuple[list[Path], list[tuple[int, int, int]], bool]]:
-    """(files, the sizes they are timed at, timed swapped) when no file is given."""
+def default_plan(sizes) -> list[tuple[list[Path], list[tuple[int, int, int]]]]:
+    """(files, the sizes they are timed at) when no file is given."""
     few = [FEW_TOKENS] if FEW_TOKENS.exists() else [MANY_TOKENS[0]]
     if not FEW_TOKENS.exists():
         print(
@@ -130,33 +131,13 @@ def default_plan(sizes) -> list[tuple[list[Path], list[tuple[int, int, int]], bo
     swapped = SWAPPED if SWAPPED.exists() else SWAPPED_UNTUNED
     mid = [s for s in sizes if MID_M[0] <= s[0] <= MID_M[1] and s[1] == 4096]
     groups = [
-        (few, [s for s in sizes if s[0] <= FEW_MAX_M], False),
-        *([([MID_TOKENS], mid, False)] if MID_TOKENS.exists() else []),
-        ([swapped], [s for s in sizes if s[0] <= SWAPPED_MAX_M], True),
-        (list(MANY_TOKENS), [s for s in sizes if s[0] >= MANY_MIN_M], False),
+        (few, [s for s in sizes if s[0] <= FEW_MAX_M]),
+        *([([MID_TOKENS], mid)] if MID_TOKENS.exists() else []),
+        ([swapped], [s for s in sizes if s[0] <= SWAPPED_MAX_M]),
+        (list(MANY_TOKENS), [s for s in sizes if s[0] >= MANY_MIN_M]),
         *suite_groups(sizes),
     ]
     return [g for g in groups if g[1]]
-
-
-def transposed(size: tuple[int, int, int]) -> tuple[int, int, int]:
-    """C = A B at M x N x K computed as C^T = B^T A^T: the product N x M x K."""
-    m, n, k = size
-    return n, m, k
-
-
-def measure_swapped(files: list[Path], sizes, settings) -> list:
-    """Rows of `files` timed on the transposed shapes, put back at the shapes they compute
-    (their cuBLAS and Triton rows too: the same product, which cuBLAS may run either way)."""
-    rows = bench.measure(
-        [(f.stem, str(f)) for f in files], [transposed(s) for s in sizes], settings
-    )
-    for row in rows:
-        row.notes.append(f"timed as C^T = B^T A^T at {bench.size_label(row.size)}")
-        row.size = transposed(row.size)
-        if row.kind == "tiledsl":
-            row.label += " (C^T)"
-    return rows
 
 
 #: One copy's bytes: far past the H200's 50 MiB L2, so the copy runs at memory speed.
@@ -367,13 +348,6 @@ def main() -> None:
     p.add_argument("--out", default=None, help="JSON path (default bench/results/shapes-GPU-DATE)")
     p.add_argument("--plot", default=None, help="draw TFLOP/s and memory throughput against M")
     p.add_argument(
-        "--swapped",
-        nargs="+",
-        default=[],
-        metavar="FILE",
-        help="files timed as the transpose C^T = B^T A^T (kernels that swap the roles)",
-    )
-    p.add_argument(
         "--from-json",
         nargs="+",
         metavar="RUN",
@@ -407,19 +381,15 @@ def main() -> None:
         sizes = read_suite(Path(args.sizes))
     else:
         sizes = llama_shapes(tuple(args.m) if args.m else TOKENS)
-    if args.files or args.swapped:
-        plan = [([Path(f) for f in args.files], sizes, False)] * bool(args.files)
-        plan += [([Path(f) for f in args.swapped], sizes, True)] * bool(args.swapped)
+    if args.files:
+        plan = [([Path(f) for f in args.files], sizes)]
     else:
         plan = default_plan(sizes)
     settings = bench.Settings(repeat=args.repeat, warmup=5, data=args.data, rounds=args.rounds)
     bandwidth = copy_bandwidth()
     rows = []
-    for files, at, swapped in plan:
-        if swapped:
-            rows += measure_swapped(files, at, settings)
-        else:
-            rows += bench.measure([(f.stem, str(f)) for f in files], at, settings)
+    for files, at in plan:
+        rows += bench.measure([(f.stem, str(f)) for f in files], at, settings)
     print(bench.table(rows))
     found = verdicts([r.to_json() for r in rows], bandwidth)
     totals = summary(found)

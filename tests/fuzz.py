@@ -224,7 +224,8 @@ DTYPES = ("f16", "bf16", "f32", "f64", "f8", "int8", "half", "tf32")
 LAYOUTS = ("row", "col", "auto", "none", "rowcol")
 DIRECTIVE_NAMES = (
     "kernel block mma coarsen stages copy pad swizzle sync load_order accumulate epilogue "
-    "epilogue_via target attributes fragment_buffers warp_specialize persistent cluster"
+    "epilogue_via target attributes fragment_buffers warp_specialize persistent cluster "
+    "swap_operands"
 ).split()
 WORDS = (
     DIRECTIVE_NAMES
@@ -285,6 +286,7 @@ DIRECTIVES: dict[str, tuple[str, ...]] = {
     ),
     "persistent": ("persistent", "persistent stream_k"),
     "cluster": ("cluster 2 x 1", "cluster 1 x 2", "cluster 2 x 2", "cluster 1 x 1"),
+    "swap_operands": ("swap_operands",),
     "pad": ("pad auto", "pad none", "pad xor", "pad A 8, B 8", "pad A 16, B 0", "pad A 24, B 8"),
     "swizzle": (
         "swizzle none",
@@ -358,6 +360,9 @@ ODD_DIRECTIVES: tuple[str, ...] = (
     "mma m64n0k16",
     "mma 0 x 0 x 0",
     "load_order ba, ab",
+    "swap_operands 2",
+    "swap_operands swap_operands",
+    "swap_operands A, B",
 )
 
 _TOKEN = re.compile(

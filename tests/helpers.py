@@ -102,7 +102,7 @@ def interpret_exact(kernel, m: int, n: int, k: int, data_seed: int = 0, **option
     from tiledsl.interp.oracle import check_exact, from_storage, make_inputs, to_storage
     from tiledsl.ir.epilogue import Epilogue
 
-    g = kernel.gemm
+    g = kernel.gemm.as_written  # the caller's operands and M x N x K
     ep = Epilogue.of(kernel.schedule, g)
     inputs = make_inputs(g, m, n, k, "exact", np.random.default_rng(data_seed), epilogue=ep)
     arrays = {
@@ -111,9 +111,10 @@ def interpret_exact(kernel, m: int, n: int, k: int, data_seed: int = 0, **option
         g.c.name: to_storage(g.c, inputs.c_in).copy(),
         **{op.name: to_storage(op, inputs.extras[op.name]) for op in g.extras},
     }
-    stats = interpret(kernel, arrays, {"M": m, "N": n, "K": k}, **options)
+    stats = interpret(kernel, arrays, g.size_env(m, n, k), **options)
     out = from_storage(g.c, arrays[g.c.name], (m, n))
-    return check_exact(g, inputs, out, kernel.schedule.block[:2], ep), stats
+    tile = kernel.gemm.oriented(kernel.schedule.block)[:2]
+    return check_exact(g, inputs, out, tile, ep), stats
 
 
 def tune_file_in(tmp_path, text: str, path, size, timer_factory, **options) -> int:

@@ -554,8 +554,8 @@ def test_every_tuned_shape_takes_the_kernel_its_table_names(path) -> None:
     [
         ("small_m", (64, 4096, 512), "C"),  # a tuned N, its table's nearest shape
         ("small_m", (100, 1000, 264), "C"),  # partial tiles, run by the kernel itself
-        ("few_tokens_swapped", (4096, 1, 512), "F"),  # one token: B and C K- and M-contiguous
-        ("few_tokens_swapped", (4096, 16, 512), "F"),
+        ("few_tokens_swapped", (1, 4096, 512), "F"),  # one token; B = W^T, K-contiguous
+        ("few_tokens_swapped", (16, 4096, 512), "F"),
     ],
 )
 @pytest.mark.gpu
@@ -567,7 +567,7 @@ def test_the_tuned_few_token_kernels_called_as_a_user_calls_them(name, size, ord
     m, n, k = size
     rng = np.random.default_rng(11)
     a, b = ints(rng, (m, k)), ints(rng, (k, n), order=order)
-    out = cupy.zeros((m, n), dtype=cupy.float16, order=order)
+    out = cupy.zeros((m, n), dtype=cupy.float16)
     kernel(cupy.asarray(a), cupy.asarray(b, order=order), out=out)
     # |sum| <= 4 K = 2048 at K = 512: every integer exact in f16
     assert np.array_equal(exact(out.get()), exact(a) @ exact(b))

@@ -538,21 +538,17 @@ def test_shapes_are_the_36_llama_projections_and_judged_on_memory_at_few_tokens(
         assert picture.read_bytes().startswith(b"\x89PNG")
 
 
-def test_shapes_times_each_group_of_files_where_it_may_win_and_the_swapped_transposed(
-    monkeypatch,
-) -> None:
+def test_shapes_times_each_group_of_files_where_it_may_win(monkeypatch) -> None:
     """bench/shapes.py's default plan: the 64-row tiles up to 256 tokens, the tiles tuned at
-    a few hundred tokens at N = 4096, the swapped kernel (C^T = B^T A^T) up to 16, the
-    many-token rungs from 128 on; a swapped file's rows are
-    timed at N x M x K and put back at the shape they compute, baselines included."""
+    a few hundred tokens at N = 4096, the swapped kernel (`swap_operands`) up to 16, the
+    many-token rungs from 128 on, each at M x N x K as the caller writes it."""
     shapes = _bench_script("shapes", monkeypatch)
     sizes = shapes.llama_shapes()
     plan = shapes.default_plan(sizes)
-    assert [len(at) for _, at, _ in plan] == [20, 6, 8, 24, 12, 4, 4]
-    assert [swapped for *_, swapped in plan] == [False, False, True, False, False, False, False]
+    assert [len(at) for _, at in plan] == [20, 6, 8, 24, 12, 4, 4]
     # the files tuned over suites of their own: timed at their suites' shapes, the 64-row
     # clustered space's kernels at fewer tokens on the same weights too
-    assert [files for files, *_ in plan[4:]] == [[f] for f, *_ in shapes.SUITE_TUNED]
+    assert [files for files, _ in plan[4:]] == [[f] for f, *_ in shapes.SUITE_TUNED]
     assert plan[4][1] == [
         (1, 12288, 4096),
         (16, 12288, 4096),
@@ -569,51 +565,35 @@ def test_shapes_times_each_group_of_files_where_it_may_win_and_the_swapped_trans
     ]
     assert plan[5][1] == plan[6][1] and {s[0] for s in plan[5][1]} == {256, 512}
     mid = [(m, 4096, k) for k in (4096, 11008) for m in (256, 512, 1000)]
-    assert plan[1] == ([shapes.MID_TOKENS], mid, False)
-    assert all(s[0] <= 16 for s in plan[2][1])
+    assert plan[1] == ([shapes.MID_TOKENS], mid)
+    assert plan[2][0] == [shapes.SWAPPED] and all(s[0] <= 16 for s in plan[2][1])
     assert plan[3][0] == list(shapes.MANY_TOKENS)
-    timed = []
-
-    def measure(entries, at, settings):
-        timed.extend(at)
-        return [
-            bench.Row("few_tokens_swapped", "tiledsl", "k", entries[0][1], at[0], "f16"),
-            bench.Row("cuBLAS", "cublas", "k", entries[0][1], at[0], "f16"),
-        ]
-
-    monkeypatch.setattr(shapes.bench, "measure", measure)
-    rows = shapes.measure_swapped([Path("s.tile")], [(16, 22016, 4096)], bench.Settings())
-    assert timed == [(22016, 16, 4096)]
-    assert [r.size for r in rows] == [(16, 22016, 4096)] * 2
-    assert rows[0].label == "few_tokens_swapped (C^T)" and rows[1].label == "cuBLAS"
-    assert rows[0].notes == ["timed as C^T = B^T A^T at 22016x16x4096"]
 
 
 def test_shapes_suite_groups_follow_their_suites_and_skip_files_not_written(
     tmp_path: Path, monkeypatch
 ) -> None:
-    """A file tuned over a suite is timed at the asked shapes its suite holds (a swapped
-    file's suite in N x M x K), at fewer tokens on those weights where its entry says so,
-    and left out while it is not written."""
+    """A file tuned over a suite is timed at the asked shapes its suite holds, at fewer
+    tokens on those weights where its entry says so, and left out while it is not written."""
     shapes = _bench_script("shapes", monkeypatch)
     suite = tmp_path / "suite.txt"
-    suite.write_text("# transposed\n4096x64x4096\n12288x64x4096\n")
+    suite.write_text("# 64 tokens\n64x4096x4096\n64x12288x4096\n")
     written = tmp_path / "w.tuned.tile"
     written.write_text("")
     monkeypatch.setattr(
         shapes,
         "SUITE_TUNED",
         (
-            (written, suite, True, False),
-            (written, suite, True, True),
-            (tmp_path / "absent.tuned.tile", suite, False, False),
+            (written, suite, False),
+            (written, suite, True),
+            (tmp_path / "absent.tuned.tile", suite, False),
         ),
     )
     groups = shapes.suite_groups(shapes.llama_shapes())
     fewer = [(1, 12288, 4096), (16, 12288, 4096), (64, 12288, 4096)]
     assert groups == [
-        ([written], [(64, 12288, 4096), (64, 4096, 4096)], True),
-        ([written], [*fewer, (1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096)], True),
+        ([written], [(64, 12288, 4096), (64, 4096, 4096)]),
+        ([written], [*fewer, (1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096)]),
     ]
 
 

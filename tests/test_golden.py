@@ -31,6 +31,7 @@ CASES = [
     "hopper/cluster",  # cluster 2 x 1: multicast parts of B, releases across the cluster
     "hopper/stream_k",  # persistent stream_k: the shares, the partial sums and their flags
     "hopper/stream_k_aligned",  # ... taken last tile first, the owner at the tile's last step
+    "hopper/few_tokens_swapped",  # swap_operands: the transpose's operands, the caller's order
 ]
 
 

@@ -144,8 +144,8 @@ def test_a_tma_only_kernel_runs_partial_tiles_itself(size) -> None:
         ("ws", (200, 328, 104)),
         ("persistent", (136, 264, 72)),
         ("tma", (200, 328, 104)),
-        ("few_tokens_swapped", (4096, 1, 4096)),  # one token: split-K and guarded C stores
-        ("few_tokens_swapped", (200, 13, 336)),
+        ("few_tokens_swapped", (1, 4096, 4096)),  # one token: split-K and guarded C stores
+        ("few_tokens_swapped", (13, 200, 336)),
     ],
 )
 def test_tma_loads_and_guarded_c_stores_run_partial_tiles_themselves(name, size) -> None:
@@ -169,7 +169,8 @@ def test_a_tma_kernel_stages_the_lines_tma_cannot_address(path: Path) -> None:
     for kernel, launch in zip(compiled.kernels, compiled.launches):
         bm, bn, bk = kernel.schedule.block
         for size in ((bm + 3, 2 * bn - 5, 2 * bk + 9), (127, 61, 37), (1, 1, 1)):
-            assert plan(launch, kernel.gemm.size_env(*size))  # odd: no map reads them as they lie
+            # odd: no map reads them as they lie
+            assert plan(launch, kernel.gemm.as_written.size_env(*size))
             report = run_gpu(kernel, compiled.source, launch, size, seed=SEED, repeat=2)
             assert report.kernel == kernel.name  # no twin: staged, then TMA's partial tiles
             assert_passed(report, kernel)
@@ -178,7 +179,8 @@ def test_a_tma_kernel_stages_the_lines_tma_cannot_address(path: Path) -> None:
 @pytest.mark.parametrize("name", ["epilogue", "ws", "few_tokens_swapped"])
 def test_4095_x_4097_x_4099_on_a_tma_kernel(name: str) -> None:
     # C leaves by a TMA store (staged and copied back), from the registers into a row-major
-    # C with an odd N (element by element), and into a column-major C
+    # C with an odd N (element by element), and transposed (swap_operands: C^T is
+    # column-major) element by element
     from helpers import ROOT
 
     compiled = compile_file(ROOT / "examples" / "hopper" / f"{name}.tile")

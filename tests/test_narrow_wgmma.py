@@ -1,6 +1,7 @@
 """Narrow wgmma N (m64n8k16 ... m64n56k16) for a K-contiguous B: the tile a few tokens
-need when the operands' roles are swapped (examples/hopper/few_tokens_swapped.tile), and
-the located refusal of an N-contiguous B, whose tile wgmma reads in 64-column panels."""
+need when the operands' roles are swapped (examples/hopper/few_tokens_swapped.tile,
+`swap_operands`: the tokens are the wgmma's N), and the located refusal of an N-contiguous
+B, whose tile wgmma reads in 64-column panels."""
 
 from __future__ import annotations
 
@@ -13,9 +14,24 @@ from tiledsl.driver import compile_file, compile_source
 
 SWAPPED = ROOT / "examples" / "hopper" / "few_tokens_swapped.tile"
 TEXT = SWAPPED.read_text()
+# the same product in the kernel's own terms (what swap_operands computes): the weights as A
+OWN_TERMS = """kernel narrow {
+    A: f16[M, K] row
+    B: f16[K, N] col
+    C: f16[M, N] col
+    C[m, n] = A[m, k] * B[k, n]
+    block   64 x 16 x 64
+    mma     m64n16k16
+    stages  20
+    copy    tma
+    warp_specialize
+    persistent split_k 2
+    target  cuda sm_90
+}
+"""
 
 
-@pytest.mark.parametrize("size", [(64, 16, 128), (192, 32, 512), (128, 16, 1024)])
+@pytest.mark.parametrize("size", [(16, 64, 128), (32, 192, 512), (16, 128, 1024)])
 def test_the_swapped_example_is_exact_under_several_interleavings(size) -> None:
     (kernel,) = compile_file(SWAPPED).kernels
     check, stats = interpret_exact(kernel, *size, seed=sum(size), schedules=2, blocks=4)
@@ -26,10 +42,10 @@ def test_the_swapped_example_is_exact_under_several_interleavings(size) -> None:
 @pytest.mark.parametrize(
     "size, runs",
     [
-        ("128x1x4096", "few_tokens_swapped"),  # one token: TMA's zeros, guarded C stores
-        ("200x13x336", "few_tokens_swapped"),
-        ("200x13x333", "few_tokens_swapped"),  # A's rows 666 bytes: staged on the GPU
-        ("65x17x64", "few_tokens_swapped"),  # C's columns 130 bytes, stored one by one
+        ("1x128x4096", "few_tokens_swapped"),  # one token: TMA's zeros, guarded C stores
+        ("13x200x336", "few_tokens_swapped"),
+        ("13x200x333", "few_tokens_swapped"),  # A's rows 666 bytes: staged on the GPU
+        ("17x65x64", "few_tokens_swapped"),  # C's rows 130 bytes, stored one by one
     ],
 )
 def test_the_swapped_example_runs_every_size_itself(size, runs, capsys) -> None:
@@ -47,13 +63,13 @@ def test_a_k_contiguous_b_takes_any_n_the_instruction_has(n) -> None:
     assert f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16" in source
     assert f"wgmma_m64n{n}k16_f16_f32<0, 0>(" in source  # both K-major: no transpose
     (kernel,) = compiled.kernels
-    check, _ = interpret_exact(kernel, 64, n, 256, seed=n, schedules=1, blocks=2)
+    check, _ = interpret_exact(kernel, n, 64, 256, seed=n, schedules=1, blocks=2)
     assert check.ok, check.detail
 
 
 def test_an_n_contiguous_b_needs_whole_panels(tmp_path: Path, capsys) -> None:
     path = tmp_path / "row.tile"
-    text = TEXT.replace("B: f16[K, N] col", "B: f16[K, N] row")
+    text = OWN_TERMS.replace("B: f16[K, N] col", "B: f16[K, N] row")
     path.write_text(text)
     r = cli(["check", str(path)], capsys)
     assert r.code == 1

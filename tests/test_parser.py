@@ -297,6 +297,7 @@ DIRECTIVE_ARGS = {
     "warp_specialize": st.just(""),
     "persistent": st.just(""),
     "cluster": shape(2),
+    "swap_operands": st.just(""),
     "pad": st.one_of(words("auto", "none", "xor"), commas(spaced(NAMES, VALUES))),
     "swizzle": st.one_of(words("none"), spaced(words("grouped", "zigzag"), VALUES)),
     "sync": words("all", "minimal"),

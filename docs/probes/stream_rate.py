@@ -10,7 +10,8 @@ kernel pays all of it. Timed back to back, a launch's setup overlaps the previou
 kernel, so the same kernels' time per call there says how much of the gap to the bound
 is the kernel's and how much the loop's. Each kernel is the canonical shapes run's pick
 (bench/results/shapes-*.json, `targets[].best`), called through tiledsl.load on CuPy
-arrays (a swapped pick as C^T = B^T A^T), inputs rotated past 2 x L2 in both modes.
+arrays (a swapped pick, `swap_operands`, on the weights as torch keeps them, N x K rows),
+inputs rotated past 2 x L2 in both modes.
 
     python3 docs/probes/stream_rate.py [--result bench/results/shapes-h200-2026-12-05.json]
                                        [--calls 100] [--rounds 3]
@@ -37,8 +38,9 @@ from shapes import MEMORY_BOUND_M, copy_bandwidth, operand_bytes  # noqa: E402
 
 def pick(label: str) -> tuple[Path, str | None, bool]:
     """(file, kernel, swapped) of a shapes run's best label, e.g.
-    `few_tokens_swapped.tuned:few_tokens_swapped_3 (C^T)` or `stream_k`."""
-    swapped = label.endswith(" (C^T)")
+    `few_tokens_swapped.tuned:few_tokens_swapped_3 (C^T)` (a run before `swap_operands`,
+    which timed that file at N x M x K) or `stream_k`."""
+    swapped = label.endswith(" (C^T)") or "swapped" in label
     label = label.removesuffix(" (C^T)")
     if ":" in label:
         stem, kernel = label.split(":")
@@ -112,8 +114,8 @@ def main() -> None:
         kern = tiledsl.load(file, kernel=name)
         bytes_moved = operand_bytes(size)
         sets = operands(size, swapped, rotation_count(bytes_moved, l2_bytes()))
-        if swapped:  # C^T = W x^T: A = W (N x K row), B = x^T (K x M col), C = y^T
-            ours = [lambda s=s, kern=kern: kern(s[1], s[0].T, out=s[2].T) for s in sets]
+        if swapped:  # y = x W^T: B = W^T, a column-major view of the N x K weights
+            ours = [lambda s=s, kern=kern: kern(s[0], s[1].T, out=s[2]) for s in sets]
             cublas = [lambda s=s: cp.matmul(s[0], s[1].T, out=s[2]) for s in sets]
         else:
             ours = [lambda s=s, kern=kern: kern(s[0], s[1], out=s[2]) for s in sets]

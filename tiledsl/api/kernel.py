@@ -70,7 +70,9 @@ def load(path_or_text: str | Path, kernel: str | None = None, target: str | None
         if not chosen:
             names = ", ".join(k.name for k in compiled.kernels)
             raise ArgumentError(f"no kernel '{kernel}' in {compiled.file}; it has: {names}")
-    products = {(k.gemm.text, str(k.gemm.a), str(k.gemm.b), str(k.gemm.c)) for k in chosen}
+    # the product as each file writes it: a kernel that swaps its operands computes the same
+    written = [k.gemm.as_written for k in chosen]
+    products = {(g.text, str(g.a), str(g.b), str(g.c)) for g in written}
     if len(products) > 1:
         raise ArgumentError(
             f"{compiled.file} holds kernels of different products: load one with kernel=NAME "
@@ -132,7 +134,8 @@ class Kernel:
 
     @property
     def gemm(self):
-        return self.kernels[0].gemm
+        """The product as the file writes it: what a call passes (whichever kernel runs)."""
+        return self.kernels[0].gemm.as_written
 
     def __repr__(self) -> str:
         g = self.gemm
@@ -421,10 +424,10 @@ def _run_in_interpreter(choice: Choice, arrays: dict, out, size, batch: int, val
     from ..limits import interpreter_problem
 
     kernel = choice.kernel
-    problem = interpreter_problem(kernel.schedule.block, size, batch)
+    problem = interpreter_problem(kernel.schedule.block, kernel.gemm.oriented(size), batch)
     if problem:
         raise ArgumentError(f"{kernel.name} in the numpy interpreter: {problem}")
-    g = kernel.gemm
+    g = kernel.gemm.as_written
     storage = {name: _storage(a, g.operand(name)) for name, a in arrays.items()}
     storage[g.c.name] = _storage(out, g.c)
     interpret(kernel, storage, values)

@@ -48,7 +48,7 @@ def register(kernel: Kernel | str | Path, name: str | None = None, **load_args):
                 "long as the process): register this one under another name"
             )
         return op
-    g = k.gemm
+    g = k.gemm  # the product as the file writes it (tiledsl.api.kernel.Kernel.gemm)
     inputs = [g.a.name, g.b.name, *(op.name for op in g.extras)]
     arguments = ", ".join(f"Tensor {n}" for n in inputs)
     extras = inputs[2:]

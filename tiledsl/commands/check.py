@@ -145,7 +145,7 @@ def _staging_lines(kernel: KernelIR, size: tuple[int, int, int]) -> list[str]:
     from ..emit.launch import launch_of
     from ..gpu.staging import plan
 
-    sizes = kernel.gemm.size_env(*size)
+    sizes = kernel.gemm.as_written.size_env(*size)  # the caller's M x N x K
     shown = "x".join(map(str, size))
     tiles = "whole tiles" if fits_block_tile(kernel, sizes) else "partial tiles at the edges"
     staged = plan(launch_of(kernel), sizes)
@@ -185,7 +185,7 @@ def _edge_lines(kernel: KernelIR, size: tuple[int, int, int] | None) -> list[str
             "edge copies move single elements"
         )
     if size is not None:
-        sizes = kernel.gemm.size_env(*size)
+        sizes = kernel.gemm.as_written.size_env(*size)  # the caller's M x N x K
         shown = "x".join(map(str, size))
         if fits_block_tile(kernel, sizes):
             out.append(f"    at {shown}: {kernel.name}, the fast path")
@@ -549,6 +549,7 @@ def _bank_conflicts(kernel: KernelIR) -> list[str]:
 def schedule_line(kernel: KernelIR) -> str:
     s = kernel.schedule
     parts = [
+        *(["swap_operands (C^T = B^T A^T)"] if s.swap_operands else []),
         "block " + "x".join(map(str, s.block)),
         "mma " + s.path.compact_shape(s.mma),
         "coarsen " + "x".join(map(str, s.coarsen)),

@@ -39,7 +39,7 @@ def grid_lines(kernel: KernelIR, size: tuple[int, int, int], sms: int, whose: st
     """The report's lines for a persistent kernel at `size` on `sms` SMs (none otherwise)."""
     if not kernel.persistent:
         return []
-    env = kernel.gemm.size_env(*size)
+    env = kernel.gemm.as_written.size_env(*size)  # the caller's M x N x K
     for name, e in grid_vars(kernel).items():
         env[name] = int(evaluate(e, env))
     clustered = kernel.cluster_size > 1

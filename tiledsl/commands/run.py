@@ -104,9 +104,10 @@ def parse_size(text: str) -> tuple[int, int, int]:
 
 
 def default_cpu_size(kernel: KernelIR) -> tuple[int, int, int]:
-    """Small and lopsided (2 x 3 block tiles, 3 K steps) so transposed indexing shows."""
+    """Small and lopsided (2 x 3 block tiles, 3 K steps) so transposed indexing shows; the
+    caller's M x N x K (the kernel's own, swapped back under `swap_operands`)."""
     bm, bn, bk = kernel.schedule.block
-    return _literal_or(kernel, (2 * bm, 3 * bn, 3 * bk))
+    return kernel.gemm.oriented(_literal_or(kernel, (2 * bm, 3 * bn, 3 * bk)))
 
 
 def _literal_or(kernel: KernelIR, size):
@@ -116,8 +117,10 @@ def _literal_or(kernel: KernelIR, size):
 
 def check_size(kernel: KernelIR, size: tuple[int, int, int], batch: int = 1) -> dict[str, int]:
     """The size parameters for `size` (and `batch` products), or SizeError if this schedule
-    cannot cover it."""
+    cannot cover it. `size` is the caller's M x N x K; the checks are of the product the
+    kernel computes (its transpose under `swap_operands`), under the caller's size names."""
     g = kernel.gemm
+    size = g.oriented(size)
     problems, ragged = [], []
     extra = {}
     if g.batch is None and batch != 1:
@@ -127,14 +130,17 @@ def check_size(kernel: KernelIR, size: tuple[int, int, int], batch: int = 1) -> 
     elif g.batch is not None and not isinstance(g.batch, Const):
         assert isinstance(g.batch, Var)  # a declared dimension: a number or a name
         extra[g.batch.name] = batch
-    for dim, value, tile, what in zip((g.m, g.n, g.k), size, kernel.schedule.block, "MNK"):
+    letters = g.oriented(("M", "N", "K"))
+    for dim, value, tile, what in zip((g.m, g.n, g.k), size, kernel.schedule.block, letters):
         if isinstance(dim, Const) and dim.value != value:
             problems.append(f"{what} is fixed to {dim.value} by the declaration, not {value}")
         elif value % tile:
             ragged.append(f"{what} = {value}")
     is_twin = bool(kernel.passes) and kernel.passes[-1] == "edges"  # guarded: any size
     if ragged and kernel.edge is None and not is_twin and not tma_only(kernel):
-        up = "x".join(str(-(-v // t) * t) for v, t in zip(size, kernel.schedule.block))
+        up = "x".join(
+            map(str, g.oriented([-(-v // t) * t for v, t in zip(size, kernel.schedule.block)]))
+        )
         problems.append(
             f"{', '.join(ragged)} "
             + ("is not a multiple" if len(ragged) == 1 else "are not multiples")
@@ -163,7 +169,7 @@ def _epilogue(kernel: KernelIR):
 
 
 def _storage_arrays(kernel: KernelIR, inputs) -> dict[str, np.ndarray]:
-    g = kernel.gemm
+    g = kernel.gemm.as_written  # what the caller passes
     return {
         g.a.name: to_storage(g.a, inputs.a),
         g.b.name: to_storage(g.b, inputs.b),
@@ -180,11 +186,11 @@ def run_cpu(
     batch: int = 1,
 ) -> Report:
     sizes = check_size(kernel, size, batch)
-    too_much = interpreter_problem(kernel.schedule.block, size, batch)
+    too_much = interpreter_problem(kernel.schedule.block, kernel.gemm.oriented(size), batch)
     if too_much:
         raise SizeError(too_much)
     kernel, _ = variant(kernel, None, size)
-    g = kernel.gemm
+    g = kernel.gemm.as_written  # what the caller passes
     m, n, k = size
     report = Report(kernel.name, size, "the numpy interpreter", batch=batch)
     rng = np.random.default_rng(seed)
@@ -274,14 +280,15 @@ def run_gpu(
         calls = kernel_calls(kernel, run, sizes, size, sets, batch)
         mine = time_calls(calls, clock, repeat=repeat, set_bytes=set_bytes)
         report.time_ms = mine.median_ms
-        if kernel.gemm.a.dtype != "f16":
+        written = kernel.gemm.as_written  # cuBLAS computes the product as the file writes it
+        if written.a.dtype != "f16":
             report.lines.append(
-                f"cuBLAS: not compared ({kernel.gemm.a.dtype} inputs; the baseline is "
+                f"cuBLAS: not compared ({written.a.dtype} inputs; the baseline is "
                 "cupy.matmul on f16)"
             )
         elif batch == 1:
             theirs = time_calls(
-                cublas().calls(kernel.gemm, size, sets), clock, repeat=repeat, set_bytes=set_bytes
+                cublas().calls(written, size, sets), clock, repeat=repeat, set_bytes=set_bytes
             )
             report.cublas_ms = theirs.median_ms
         else:
@@ -309,7 +316,7 @@ def gpu_checks(
     """
     import cupy
 
-    g = kernel.gemm
+    g = kernel.gemm.as_written  # what the caller passes
     m, n, k = size
     used = []
     for kind in ("exact", "normal"):
@@ -337,7 +344,7 @@ def kernel_calls(kernel: KernelIR, run, sizes: dict[str, int], size, sets, batch
     """One launch per input set (A, B flat device arrays), all writing one C."""
     import cupy
 
-    g = kernel.gemm
+    g = kernel.gemm.as_written  # what the caller passes
     c = cupy.zeros(batch * size[0] * size[1], NP_OUT[g.c.dtype])
     # An epilogue's bias vectors: zeros of their type (their values do not change the time).
     extras = {op.name: cupy.zeros(size[1], NP_OUT[op.dtype]) for op in g.extras}
@@ -349,8 +356,8 @@ def kernel_calls(kernel: KernelIR, run, sizes: dict[str, int], size, sets, batch
 
 def _judge(kernel: KernelIR, kind: str, inputs, out, report: Report, save_dir: Path | None):
     """Apply the oracle of `kind` to `out`; keep the inputs of a failure for replay."""
-    bm, bn, _ = kernel.schedule.block
-    g = kernel.gemm
+    bm, bn, _ = kernel.gemm.oriented(kernel.schedule.block)
+    g = kernel.gemm.as_written  # the caller's inputs and C
     with ieee_arithmetic():
         if kind == "exact":
             check = check_exact(g, inputs, out, (bm, bn), _epilogue(kernel))

@@ -149,6 +149,7 @@ __device__ __forceinline__ void cp_async_wait() {
         consts = named_constants(s)
         (mm, mn, mk) = s.mma
         out = [
+            *([notes["swap_operands"]] if "swap_operands" in notes else []),
             notes["block"],
             f"constexpr int BM = {consts['BM'].value}, BN = {consts['BN'].value}, "
             f"BK = {consts['BK'].value};",

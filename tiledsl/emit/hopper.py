@@ -241,7 +241,8 @@ def constants(k: KernelIR) -> list[str]:
     cluster = (
         [
             f"constexpr int CLUSTER_M = {cm}, CLUSTER_N = {cn}, CLUSTER_SIZE = {cm * cn};  "
-            "// cluster: blocks along M (sharing B's tiles) by blocks along N (sharing A's)"
+            f"// cluster: blocks along M (sharing {k.gemm.b.name}'s tiles) by blocks along N "
+            f"(sharing {k.gemm.a.name}'s)"
         ]
         if clustered(k)
         else []
@@ -275,7 +276,8 @@ def constants(k: KernelIR) -> list[str]:
         + stream_k
         + [
             f"constexpr int STAGES = {k.schedule.stages}, STAGE_BYTES = {stage.bytes};  // "
-            "mbarrier stages: A's and B's tiles of one K step, by TMA",
+            f"mbarrier stages: {k.gemm.a.name}'s and {k.gemm.b.name}'s tiles of one K step, "
+            "by TMA",
             *(
                 [
                     f"constexpr int PRODUCER_REGISTERS = {roles.producer.registers}, "
@@ -342,13 +344,14 @@ def _multicast_masks(k: KernelIR) -> list[str]:
     out = []
     if "row" in casts:
         out.append(
-            "unsigned short row_mask = 0;  // the blocks of this block's cluster row (A's tile)"
+            "unsigned short row_mask = 0;  // the blocks of this block's cluster row "
+            f"({k.gemm.a.name}'s tile)"
         )
         out.append("for (int j = 0; j < CLUSTER_N; ++j) row_mask |= 1u << (crow + CLUSTER_M * j);")
     if "column" in casts:
         out.append(
             "const unsigned short column_mask = ((1u << CLUSTER_M) - 1) << (CLUSTER_M * ccol);"
-            "  // the blocks of this block's cluster column (B's tile)"
+            f"  // the blocks of this block's cluster column ({k.gemm.b.name}'s tile)"
         )
     return out
 

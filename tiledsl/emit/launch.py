@@ -313,16 +313,17 @@ def runtime_scalars(kernel: KernelIR) -> tuple[str, ...]:
 
 def launch_of(kernel: KernelIR) -> Launch:
     g = kernel.gemm
+    written = g.as_written  # the parameters in the file's order, whatever the kernel swaps
     maps = tensor_maps_of(kernel)
     args = (
         *((t.param, TENSOR_MAP_CTYPE) for t in maps),
-        (g.a.name, f"const {C_TYPES[g.a.dtype]}*"),
-        (g.b.name, f"const {C_TYPES[g.b.dtype]}*"),
+        (written.a.name, f"const {C_TYPES[written.a.dtype]}*"),
+        (written.b.name, f"const {C_TYPES[written.b.dtype]}*"),
         (g.c.name, f"{C_TYPES[g.c.dtype]}*"),
         *((op.name, f"const {C_TYPES[op.dtype]}*") for op in g.extras),
         # persistent stream_k: the partial sums and the flags that hand them over
         *((("workspace", "float*"), ("flags", "unsigned*")) if kernel.stream_k else ()),
-        *((name, "int") for name in g.size_args),
+        *((name, "int") for name in written.size_args),
         # launch-scalars: what the host computes per launch and the kernel reads
         *(
             (v.var, DIVISOR_CTYPE if v.passed == "divisor" else "int")

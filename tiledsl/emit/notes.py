@@ -63,7 +63,7 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
         "sync": (f"sync {s.sync}", _syncing(k)),
         "load_order": (
             f"load_order {s.load_order}",
-            "A's tile is copied first" if s.load_order == "ab" else "B's tile is copied first",
+            f"{(k.gemm.a if s.load_order == 'ab' else k.gemm.b).name}'s tile is copied first",
         ),
         "accumulate": (
             f"accumulate {s.accumulate}",
@@ -75,6 +75,13 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
             f"{k.target.warp_width}-thread warps" + lowering_for(k).target_note(),
         ),
     }
+    if s.swap_operands:
+        notes["swap_operands"] = (
+            "swap_operands",
+            f"the kernel computes the transpose, C^T = B^T A^T, of {k.gemm.text} as written, "
+            "over the same memory (the operands above as it sees them): its M runs along "
+            "C's columns, so block, mma, coarsen and cluster count those first",
+        )
     if s.warp_specialize:
         notes["warp_specialize"] = ("warp_specialize", _specializing(k))
     if s.persistent:
@@ -167,8 +174,8 @@ def _clustering(k: KernelIR) -> str:
         return f"{LATER}: one block at a time"
     cm, cn = k.cluster
     shared = [
-        *([f"B's tile by the {cm} blocks along M ({cm} parts)"] if cm > 1 else []),
-        *([f"A's tile by the {cn} blocks along N ({cn} parts)"] if cn > 1 else []),
+        *([f"{k.gemm.b.name}'s tile by the {cm} blocks along M ({cm} parts)"] if cm > 1 else []),
+        *([f"{k.gemm.a.name}'s tile by the {cn} blocks along N ({cn} parts)"] if cn > 1 else []),
     ]
     return (
         f"clusters of {cm} x {cn} blocks on neighbouring tiles; "
@@ -211,7 +218,8 @@ def _copying(k: KernelIR) -> str:
         return "unused: no shared-memory tiles of A and B"
     if k.mbarriers:
         return (
-            "the TMA unit copies A's and B's tiles (cp.async.bulk.tensor.2d, one box per "
+            f"the TMA unit copies {k.gemm.a.name}'s and {k.gemm.b.name}'s tiles "
+            "(cp.async.bulk.tensor.2d, one box per "
             "128-byte panel, in the 128-byte swizzle), completing on the slot's mbarrier"
         )
     if s.copy_mode == "tma":

@@ -218,7 +218,8 @@ def declarations(k: KernelIR) -> list[str]:
                 "rows wq*16 + g, + 8, columns n8*8 + t, + 1"
             )
         else:
-            what = "A's 64x16" if f.role == "matrix_a" else f"B's 16x{n}"
+            g = k.gemm  # the operands' own names (swap_operands: B is the wgmma's A)
+            what = f"{g.a.name}'s 64x16" if f.role == "matrix_a" else f"{g.b.name}'s 16x{n}"
             out.append(
                 f"unsigned long long {f.name}[{i}][{j}];  // wgmma descriptors of {what} tiles "
                 "in shared memory"

@@ -53,9 +53,10 @@ def analyze(
     gemm = resolve_gemm(kernel, errs)
     check_kernel_names(kernel, gemm, errs)
     if gemm is not None:
+        _check_epilogue(gemm, sched, errs)  # a bias runs along C's columns as written
+        gemm = _swapped_if_asked(gemm, sched, errs)
         sched = _resolve_operand_defaults(sched, gemm, pads, errs)
         _check_types(gemm, sched, target, errs)
-        _check_epilogue(gemm, sched, errs)
     # An operand of an unknown element type or layout is already refused: the checks
     # that need its element size or its orientation skip the GEMM, and nothing is lowered.
     if gemm is not None and not all(
@@ -69,6 +70,29 @@ def analyze(
     if gemm is not None:
         check_hopper(sched, target, gemm, errs)
     return None if gemm is None else Analysis(kernel.name, gemm, sched, target)
+
+
+def _swapped_if_asked(gemm: Gemm, sched: Schedule, errs: Collector) -> Gemm:
+    """The product the kernel computes: its transpose under `swap_operands` (where every
+    layout is known; an unknown one is refused already), else the product as written."""
+    if not sched.swap_operands or not all(op.layout in LAYOUTS for op in (gemm.a, gemm.b, gemm.c)):
+        return gemm
+    bias = next((step for step in sched.epilogue if step[0] == "bias"), None)
+    if bias is not None:
+        errs.add(
+            sched.loc("epilogue"),
+            "epilogue bias with swap_operands is not built yet: it needs the bias added along "
+            "the rows of the transposed product's accumulators (C's columns as written)",
+            "drop `swap_operands`, or add the bias after the call",
+        )
+    if gemm.batch is not None:
+        errs.add(
+            sched.loc("swap_operands"),
+            "swap_operands on a batched product is not built yet: it needs each batch's "
+            "operands flipped in the launcher's strides",
+            "drop `swap_operands`, or call the kernel once per batch",
+        )
+    return gemm.swapped()
 
 
 def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Collector) -> Schedule:

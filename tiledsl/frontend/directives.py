@@ -338,6 +338,7 @@ _READERS = {
     },
     "persistent": lambda d, errs: _read_persistent(d, errs),
     "cluster": _read_cluster,
+    "swap_operands": lambda d, errs: {"swap_operands": True},
     "sync": _simple("sync"),
     "load_order": _simple("load_order"),
     "accumulate": _simple("accumulate"),

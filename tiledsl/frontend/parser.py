@@ -234,6 +234,8 @@ USAGE = {
     "stream_k_aligned, split_k 2}`",
     "cluster": "a thread-block cluster is written CM x CN (blocks along M and N), "
     "e.g. cluster 2 x 1",
+    "swap_operands": "swap_operands takes nothing: the kernel computes C^T = B^T A^T (block, "
+    "mma, coarsen and cluster then count N's columns first)",
     "pad": "pad is written pad auto, pad none, pad xor, or pad A 8, B 8",
     "swizzle": "swizzle is written swizzle none, swizzle grouped G, swizzle snake G or "
     "swizzle zigzag W",

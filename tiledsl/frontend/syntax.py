@@ -171,6 +171,7 @@ DIRECTIVES = (
     "warp_specialize",
     "persistent",
     "cluster",
+    "swap_operands",
     "pad",
     "swizzle",
     "sync",

@@ -5,6 +5,13 @@
 Each operand is seen as the product sees it (A as M x K, B as K x N): `B[n, k]` on a
 row-major [N, K] is a column-major K x N. The front end reads it from the operand
 declarations and the computation line (tiledsl.frontend.computation).
+
+`swap_operands` has the kernel compute the product's transpose, C^T = B^T A^T, so that the
+wide N fills the instruction's M: the kernel's Gemm is then `written.swapped()`, whose A is
+the file's B seen transposed (N x K), whose B is the file's A (K x M) and whose C is C^T
+(N x M), over the same memory and size names. Everything the kernel is built from reads
+that one; what faces the caller (its arguments in order, a size M x N x K, the oracles and
+the baselines) reads `as_written`, the product as the file writes it.
 """
 
 from __future__ import annotations
@@ -84,6 +91,8 @@ class Gemm:
     # Declared operands outside the product (a bias vector of the epilogue), in order.
     extras: tuple[OperandInfo, ...] = ()
     batch: Expr | None = None  # batched GEMM: how many products (C's leading dimension)
+    # `swap_operands`: the product as written, of which this is the transpose (see above)
+    written: Gemm | None = field(default=None, compare=False, repr=False)
 
     @property
     def size_args(self) -> tuple[str, ...]:
@@ -101,3 +110,28 @@ class Gemm:
 
     def operand(self, name: str) -> OperandInfo:
         return {o.name: o for o in (self.a, self.b, self.c, *self.extras)}[name]
+
+    def swapped(self) -> Gemm:
+        """The transpose the kernel computes under `swap_operands`: C^T = B^T A^T, over the
+        same memory (each operand flipped: a row-major M x K is a column-major K x M)."""
+        return replace(
+            self,
+            a=self.b.flipped(),
+            b=self.a.flipped(),
+            c=self.c.flipped(),
+            m=self.n,
+            n=self.m,
+            written=self,
+        )
+
+    def oriented(self, size: tuple[int, int, int]) -> tuple[int, int, int]:
+        """A caller's M x N x K as this product's sizes, or this product's as the caller's
+        (the same swap both ways: `swap_operands` exchanges M and N)."""
+        m, n, k = size
+        return (n, m, k) if self.written is not None else (m, n, k)
+
+    @property
+    def as_written(self) -> Gemm:
+        """The product as the file writes it: what a caller passes and sizes (this Gemm
+        unless the kernel swaps its operands)."""
+        return self.written or self

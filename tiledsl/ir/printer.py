@@ -78,7 +78,8 @@ def print_ir(kernel: KernelIR) -> str:
     lines = [
         f"kernel {kernel.name} ({t.name}, {kernel.warp_width}-thread "
         + ("warpgroups as warps)" if kernel.warp_width != t.warp_width else "warps)"),
-        f"  gemm     {g.text}",
+        f"  gemm     {g.text}"
+        + (", computed as C^T = B^T A^T (swap_operands)" if g.written is not None else ""),
         f"  operands {', '.join(str(o) for o in (g.a, g.b, g.c))}",
         f"  consts   {', '.join(f'{n} = {c.value}' for n, c in consts.items())}",
         f"  grid     ceil(M / BM) x ceil(N / BN) block tiles, swizzle {_swizzle(kernel)}",
@@ -98,7 +99,10 @@ def print_ir(kernel: KernelIR) -> str:
         lines.append(f"  scalar   {v.var} = {value}  # host, per launch; {PASSED[v.passed]}")
     if kernel.cluster_size > 1:
         cm, cn = kernel.cluster
-        lines.append(f"  cluster  {cm} x {cn} blocks: B's tiles multicast along M, A's along N")
+        lines.append(
+            f"  cluster  {cm} x {cn} blocks: {g.b.name}'s tiles multicast along M, "
+            f"{g.a.name}'s along N"
+        )
     if tma_only(kernel):
         lines.append(
             "  edges    every size runs this kernel: TMA zero-fills partial boxes, C's stores "

@@ -60,6 +60,9 @@ class Schedule:
     # tiles the blocks of a cluster share (A along a cluster row, B along a column) are
     # fetched once, each block loading a part and the TMA unit multicasting it to all
     cluster: tuple[int, int] = (1, 1)
+    # `swap_operands`: the kernel computes C^T = B^T A^T (tiledsl.ir.gemm, Gemm.swapped), so
+    # the block tile, fragment, coarsening and cluster count the written N's columns first
+    swap_operands: bool = False
     pad: PadMode = "auto"  # explicit: `pad A n, B n`
     pad_a: int = 0
     pad_b: int = 0

@@ -191,8 +191,8 @@ def needs_twin(kernel: KernelIR, sizes: dict[str, int]) -> bool:
 
 def variant(kernel: KernelIR, launch, size: tuple[int, int, int]):
     """(kernel, launch) that runs `size`: the kernel itself where it can (multiples of the
-    tile, or TMA's edges), else the twin."""
-    sizes = kernel.gemm.size_env(*size)
+    tile, or TMA's edges), else the twin. `size` is the caller's M x N x K."""
+    sizes = kernel.gemm.as_written.size_env(*size)
     if not needs_twin(kernel, sizes) or kernel.edge is None:
         return kernel, launch
     return kernel.edge, launch.edge if launch is not None else None

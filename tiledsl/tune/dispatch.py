@@ -216,7 +216,7 @@ def choose_kernel(
             name, why = picked
             chosen = next(k for k in covering if k.name == name)
             return chosen, f"{name}: the dispatch table's pick, {why}", params[name]
-    sizes = covering[0].gemm.size_env(*size)
+    sizes = covering[0].gemm.as_written.size_env(*size)  # the caller's M x N x K
     fast = [kern for kern in covering if not needs_twin(kern, sizes)]
     chosen = (fast or covering)[0]
     if len(kernels) == 1:

@@ -134,8 +134,8 @@ def brief(err: TileError) -> str:
 
 
 def default_size(kernel) -> Size:
-    """DEFAULT_EXTENT in each of M, N, K that the declarations leave open."""
-    g = kernel.gemm
+    """DEFAULT_EXTENT in each of M, N, K that the declarations leave open (as written)."""
+    g = kernel.gemm.as_written
     m, n, k = (d.value if isinstance(d, Const) else DEFAULT_EXTENT for d in (g.m, g.n, g.k))
     return (m, n, k)
 

@@ -147,7 +147,8 @@ def time_point(program: Program, size: Size, settings: Settings) -> Result:
         loaded = _load(compiled, runtime.device_arch())
     except ToolchainError as err:
         return Result("compile error", detail=complaint(err), device=device)
-    key = (size, kernel.gemm.a.layout, kernel.gemm.b.layout)
+    written = kernel.gemm.as_written  # cuBLAS's product: the one the file writes
+    key = (size, written.a.layout, written.b.layout)
     first = key not in _CUBLAS_MS
     row = Row(kernel.name, "tiledsl", kernel.name, program.file, size, kernel.gemm.c.dtype)
     quiet = Progress(0, enabled=False)
