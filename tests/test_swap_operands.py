@@ -268,3 +268,59 @@ def test_a_file_mixing_swapped_and_plain_kernels_dispatches_as_written(tmp_path,
     assert "swap_operands (C^T = B^T A^T)" in r.out
     # the swap's grid: 64 weight rows by 16 tokens a tile, 64 tiles at N = 4096
     assert "64 tiles on 132 blocks" in r.out
+
+
+class FamilyTimer:
+    """A fake GPU on which the swapped family wins a few tokens and the plain one more."""
+
+    device = "Fake GPU"
+    compiler = "fakec 1.0"
+
+    def measure(self, points, size, jobs):
+        from tiledsl.tune.record import Result
+
+        for point in points:
+            swapped = point.label.startswith("kernel swapped")
+            ms = (1.0 if swapped else 2.0) if size[0] <= 16 else (2.0 if swapped else 1.0)
+            yield point, Result("ok", ms, 2.0, "bit-exact", self.device)
+
+
+def test_one_search_over_both_families_writes_one_file_and_table(tmp_path) -> None:
+    """A space of a swapped and a plain kernel of one product is searched as one: its
+    tuned file holds the winners of both, and one table sends each shape to its kernel."""
+    import json
+
+    from tiledsl.tune.dispatch import table_path
+    from tiledsl.tune.suite import tune_suite
+
+    text = TWO.replace(
+        "stages 4\n    copy tma\n    warp_specialize\n    persistent\n",
+        "stages {4, 6}\n    copy tma\n    warp_specialize\n    persistent\n",
+        1,
+    )
+    space = tmp_path / "family.tile"
+    space.write_text(text)
+    out = tmp_path / "family.tuned.tile"
+    sizes = [(1, 4096, 4096), (16, 4096, 4096), (512, 4096, 4096)]
+    status = tune_suite(
+        text,
+        str(space),
+        sizes,
+        budget=None,
+        kernel=None,
+        record=tmp_path / "record.jsonl",
+        output=out,
+        jobs=1,
+        timer_factory=FamilyTimer,
+    )
+    assert status == 0
+    entries = json.loads(table_path(out).read_text())["entries"]
+    assert [(e["size"][0], e["kernel"]) for e in entries] == [
+        (1, "swapped_1"),
+        (16, "swapped_1"),
+        (512, "plain_2"),
+    ]
+    assert entries[0]["point"] == "kernel swapped, stages 4"
+    k = tiledsl.load(out)  # one product as written: the file loads as one callable
+    assert k.choose(1, 4096, 4096).kernel.name == "swapped_1"
+    assert k.choose(512, 4096, 4096).kernel.name == "plain_2"

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, cli, kernel_text, line_of, tune_file_in
+from helpers import OPERANDS, ROOT, cli, kernel_text, line_of, tune_file_in
 
 from tiledsl.driver import compile_program, compile_source
 from tiledsl.errors import TileError
@@ -110,14 +110,29 @@ def test_a_repeated_option_is_one_point_and_no_sets_is_one_point() -> None:
     assert only.choices == ()
 
 
-def test_a_space_of_several_kernels_needs_a_kernel_named() -> None:
+def test_a_space_of_several_kernels_of_one_product_is_their_union() -> None:
     two = space(kernel_text(*DIRECTIVES, name="a") + kernel_text("block 64 x 64 x 32", name="b"))
-    with pytest.raises(ValueError, match="2 kernels .*--kernel NAME"):
-        expand(two)
+    points = expand(two)
+    assert len(points) == 8 + 1
+    assert points[0].label == "kernel a, block 64 x 64 x 32, coarsen 1 x 1, stages 1"
+    assert points[-1].label == "kernel b"
+    assert [k.name for k in points[-1].program.kernels] == ["b"]
     with pytest.raises(ValueError, match="no kernel 'c'.*a, b"):
         expand(two, "c")
     assert len(expand(two, "b")) == 1
     assert [k.name for k in expand(two, "a")[0].program.kernels] == ["a"]
+    assert expand(two, "a")[0].label == "block 64 x 64 x 32, coarsen 1 x 1, stages 1"
+
+
+def test_a_space_of_several_products_needs_a_kernel_named() -> None:
+    f16 = tuple(o.replace("C: f32", "C: f16") for o in OPERANDS)
+    two = space(
+        kernel_text(*DIRECTIVES, name="a")
+        + kernel_text("block 64 x 64 x 32", name="b", operands=f16)
+    )
+    with pytest.raises(ValueError, match="2 kernels .*different products.*--kernel NAME"):
+        expand(two)
+    assert len(expand(two, "b")) == 1
 
 
 def test_a_huge_space_is_refused_at_the_kernel() -> None:
@@ -422,12 +437,19 @@ def test_cli_usage_errors_exit_2(tmp_path: Path, capsys, argv, message) -> None:
     assert message in r.err
 
 
-def test_cli_several_kernels_need_one_named(tmp_path: Path, capsys) -> None:
-    text = kernel_text(*DIRECTIVES, name="a") + kernel_text("block 64 x 64 x 32", name="b")
+def test_cli_several_kernels_of_several_products_need_one_named(tmp_path: Path, capsys) -> None:
+    f16 = tuple(o.replace("C: f32", "C: f16") for o in OPERANDS)
+    text = kernel_text(*DIRECTIVES, name="a") + kernel_text(
+        "block 64 x 64 x 32", name="b", operands=f16
+    )
     r = cli(["tune", write(tmp_path, text), "--dry-run"], capsys)
     assert r.code == 2 and "--kernel NAME" in r.err
     r = cli(["tune", write(tmp_path, text), "--dry-run", "--kernel", "b", "--jobs", "1"], capsys)
     assert r.code == 0
+    same = kernel_text(*DIRECTIVES, name="a") + kernel_text("block 64 x 64 x 32", name="b")
+    r = cli(["tune", write(tmp_path, same), "--dry-run", "--jobs", "1"], capsys)
+    assert r.code == 0, r.err
+    assert "time    kernel b" in r.out and "kernel a, block 64 x 64 x 32" in r.out
 
 
 def test_cli_a_broken_space_is_a_located_error(tmp_path: Path, capsys) -> None:

@@ -175,7 +175,7 @@ def block_table(kernel: KernelIR) -> str:
     acc_name = acc.name if acc else "acc"
     header = "".join(
         f"<TD><I>warp column wn={j}</I><BR/>"
-        + font(f"B columns {j * cn * n}–{(j + 1) * cn * n - 1}", 9)
+        + font(f"{kernel.gemm.b.name} columns {j * cn * n}–{(j + 1) * cn * n - 1}", 9)
         + "</TD>"
         for j in range(wn)
     )
@@ -202,7 +202,7 @@ def block_table(kernel: KernelIR) -> str:
                 f"<TR><TD>{frags}</TD></TR></TABLE></TD>"
             )
         left = f"<I>warp row wm={i}</I><BR/>" + font(
-            f"A rows {i * cm * m}–{(i + 1) * cm * m - 1}", 9
+            f"{kernel.gemm.a.name} rows {i * cm * m}–{(i + 1) * cm * m - 1}", 9
         )
         rows.append(f"<TR><TD>{left}</TD>{''.join(cells)}</TR>")
     notes = [
