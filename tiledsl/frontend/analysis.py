@@ -217,48 +217,10 @@ def _check_epilogue(gemm: Gemm, sched: Schedule, errs: Collector) -> None:
         if word in seen and word != "bias":
             errs.add(loc, f"'{word}' appears twice in the epilogue", f"keep one '{word}'")
         seen.add(word)
-        if word in ("alpha", "beta") and group[1:] == ("runtime",):
-            # a kernel parameter of that name: no operand or size may have it
-            taken = {op.name for op in (gemm.a, gemm.b, gemm.c, *gemm.extras)}
-            taken |= set(gemm.size_args)
-            if word in taken:
-                errs.add(
-                    loc,
-                    f"'{word} runtime' makes {word} a parameter of the kernel, and an operand "
-                    f"or size is named {word} already",
-                    f"rename that operand or size, or write a number: `epilogue {word} 1.5`",
-                )
-        elif word in ("alpha", "beta"):
-            try:
-                float(group[1])
-            except (IndexError, ValueError):
-                errs.add(
-                    loc,
-                    f"'{word}' takes a number or `runtime`",
-                    f"e.g. `epilogue {word} 1.5`, or `epilogue {word} runtime`",
-                )
+        if word in ("alpha", "beta"):
+            _check_scale(gemm, group, loc, errs)
         elif word == "bias":
-            name = group[1] if len(group) > 1 else ""
-            extras = {op.name: op for op in gemm.extras}
-            if name not in extras:
-                errs.add(
-                    loc,
-                    f"bias '{name}' is not a declared vector"
-                    + (" (it is an operand of the product)" if name in _product(gemm) else ""),
-                    f"declare it, e.g. `{name or 'D'}: f32[{gemm.n}] row`",
-                )
-                continue
-            op = extras[name]
-            if len(op.dims) != 1 or op.dims[0] != gemm.n:
-                errs.add(
-                    op.loc,
-                    f"bias '{name}' must be one value per column of C, [{gemm.n}]; it is "
-                    f"[{', '.join(map(str, op.dims))}]",
-                    f"declare `{name}: {op.dtype}[{gemm.n}] row`",
-                )
-            if name in biases:
-                errs.add(loc, f"bias '{name}' is added twice", "name each bias once")
-            biases.add(name)
+            _check_bias(gemm, group, loc, biases, errs)
     for op in gemm.extras:
         if op.name not in biases:
             errs.add(
@@ -278,6 +240,57 @@ def _check_epilogue(gemm: Gemm, sched: Schedule, errs: Collector) -> None:
             "column is known; epilogue_via direct stores fragments straight to C",
             "write `epilogue_via shared`, or drop the line (the default with an epilogue)",
         )
+
+
+def _check_scale(gemm: Gemm, group: tuple[str, ...], loc, errs: Collector) -> None:
+    """`alpha V` / `beta V`: a number, or `runtime` (a kernel parameter of that name, which
+    no operand or size may have)."""
+    word = group[0]
+    if group[1:] == ("runtime",):
+        taken = {op.name for op in (gemm.a, gemm.b, gemm.c, *gemm.extras)}
+        taken |= set(gemm.size_args)
+        if word in taken:
+            errs.add(
+                loc,
+                f"'{word} runtime' makes {word} a parameter of the kernel, and an operand "
+                f"or size is named {word} already",
+                f"rename that operand or size, or write a number: `epilogue {word} 1.5`",
+            )
+        return
+    try:
+        float(group[1])
+    except (IndexError, ValueError):
+        errs.add(
+            loc,
+            f"'{word}' takes a number or `runtime`",
+            f"e.g. `epilogue {word} 1.5`, or `epilogue {word} runtime`",
+        )
+
+
+def _check_bias(gemm: Gemm, group: tuple[str, ...], loc, biases: set[str], errs: Collector) -> None:
+    """`bias NAME`: a declared vector of one value per column of C, added once (its name
+    joins `biases`)."""
+    name = group[1] if len(group) > 1 else ""
+    extras = {op.name: op for op in gemm.extras}
+    if name not in extras:
+        errs.add(
+            loc,
+            f"bias '{name}' is not a declared vector"
+            + (" (it is an operand of the product)" if name in _product(gemm) else ""),
+            f"declare it, e.g. `{name or 'D'}: f32[{gemm.n}] row`",
+        )
+        return
+    op = extras[name]
+    if len(op.dims) != 1 or op.dims[0] != gemm.n:
+        errs.add(
+            op.loc,
+            f"bias '{name}' must be one value per column of C, [{gemm.n}]; it is "
+            f"[{', '.join(map(str, op.dims))}]",
+            f"declare `{name}: {op.dtype}[{gemm.n}] row`",
+        )
+    if name in biases:
+        errs.add(loc, f"bias '{name}' is added twice", "name each bias once")
+    biases.add(name)
 
 
 def _product(gemm: Gemm) -> tuple[str, ...]:

@@ -16,12 +16,14 @@ the baselines) reads `as_written`, the product as the file writes it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, TypeVar
 
 from ..errors import Loc
 from .expr import Expr, Var
 
+T = TypeVar("T")
 Layout = Literal["row", "col"]
 LAYOUTS: tuple[str, ...] = ("row", "col")
 
@@ -124,9 +126,10 @@ class Gemm:
             written=self,
         )
 
-    def oriented(self, size: tuple[int, int, int]) -> tuple[int, int, int]:
-        """A caller's M x N x K as this product's sizes, or this product's as the caller's
-        (the same swap both ways: `swap_operands` exchanges M and N)."""
+    def oriented(self, size: Sequence[T]) -> tuple[T, T, T]:
+        """A caller's M x N x K (sizes, or anything said of each: "M") as this product's,
+        or this product's as the caller's (the same swap both ways: `swap_operands`
+        exchanges M and N)."""
         m, n, k = size
         return (n, m, k) if self.written is not None else (m, n, k)
 

@@ -61,8 +61,7 @@ def tune_suite(
         points = expand(program, kernel)
     except ValueError as err:  # no such kernel, or several and none chosen
         raise UsageError(str(err)) from None
-    timer: Timer | None = None
-    won: list[tuple[Size, Outcome]] = []
+    search = _Search(file, points, budget, record, jobs, timer_factory)
     ok = True
     started = clock()
     pruned_at = prune_sizes(points, list(sizes), jobs)  # each point compiled once
@@ -75,37 +74,64 @@ def tune_suite(
             )
             ok = False
             break
-        feasible = [p for p, v in zip(points, verdicts, strict=True) if v.reason is None]
-        if not feasible:
-            print(f"{size_text(size)}: every point is pruned (`tiledsl tune --size` says why)")
-            ok = False
-            continue
-        if timer is None:
-            timer = _timer(verdicts, timer_factory)
-            if timer is None:
-                return 1
-        outcome = search_points(file, points, verdicts, feasible, size, budget, record, jobs, timer)
-        for point, result in outcome.failed:
-            print(f"failed  {point.label}: {result.status}: {result.detail}", file=sys.stderr)
-            ok = False
-        if outcome.best is None:
-            print(f"{size_text(size)}: no point passed")
-            ok = False
-            continue
-        point, result = outcome.best
-        print(f"best at {size_text(size)}: {describe(size, result)}  {point.label}")
-        won.append((size, outcome))
-    if not won:
+        searched = search.at(size, verdicts)
+        if searched is None:  # no GPU to time on: said so, nothing written
+            return 1
+        ok &= searched
+    if not search.won:
         print("tiledsl tune: error: no shape of the suite has a best point", file=sys.stderr)
         return 1
-    assert timer is not None  # a shape was searched
-    tile, table = _kernels_and_table(file, output, won, timer)
+    assert search.timer is not None  # a shape was searched
+    tile, table = _kernels_and_table(file, output, search.won, search.timer)
     write_outputs(
         {output: tile, table_file: _json(table)},
         inputs=[Path(file)],
     )
     print(f"wrote {output} ({len({e.kernel for e in table.entries})} kernel(s)) and {table_file}")
     return 0 if ok else 1
+
+
+class _Search:
+    """One shape's search after another, sharing the record and the timer (made at the
+    first shape that has a point to time); the winners in `won`."""
+
+    def __init__(self, file: str, points, budget, record, jobs: int, timer_factory) -> None:
+        self.file, self.points, self.budget, self.record = file, points, budget, record
+        self.jobs, self.timer_factory = jobs, timer_factory
+        self.timer: Timer | None = None
+        self.won: list[tuple[Size, Outcome]] = []
+
+    def at(self, size: Size, verdicts) -> bool | None:
+        """Search `size`: whether it found a best point and no candidate failed (None: no
+        timer could be made, so nothing can be searched)."""
+        feasible = [p for p, v in zip(self.points, verdicts, strict=True) if v.reason is None]
+        if not feasible:
+            print(f"{size_text(size)}: every point is pruned (`tiledsl tune --size` says why)")
+            return False
+        if self.timer is None:
+            self.timer = _timer(verdicts, self.timer_factory)
+            if self.timer is None:
+                return None
+        outcome = search_points(
+            self.file,
+            self.points,
+            verdicts,
+            feasible,
+            size,
+            self.budget,
+            self.record,
+            self.jobs,
+            self.timer,
+        )
+        for point, result in outcome.failed:
+            print(f"failed  {point.label}: {result.status}: {result.detail}", file=sys.stderr)
+        if outcome.best is None:
+            print(f"{size_text(size)}: no point passed")
+            return False
+        point, result = outcome.best
+        print(f"best at {size_text(size)}: {describe(size, result)}  {point.label}")
+        self.won.append((size, outcome))
+        return not outcome.failed
 
 
 def _timer(verdicts, timer_factory) -> Timer | None:
