@@ -122,6 +122,7 @@ def test_the_swapped_source_is_the_transposed_products_own() -> None:
 
 PATHS = {
     "wmma": (ROOT / "examples" / "hgemm.tile", "37x61x45"),
+    "wmma, B read transposed": (ROOT / "examples" / "hgemm_nt.tile", "37x61x45"),
     "mma.sync": (ROOT / "examples" / "hgemm_mma.tile", "37x61x45"),
     "wgmma cp.async": (ROOT / "examples" / "tuned" / "wgmma_f32acc.tile", "37x61x45"),
     "hopper persistent": (ROOT / "examples" / "hopper" / "persistent.tile", "37x130x70"),

@@ -107,6 +107,17 @@ def test_the_hopper_kernel_as_an_op_under_compile() -> None:
         assert torch.equal(f(a, b), expected)
 
 
+def test_the_swapped_few_token_kernels_take_a_linear_weight_as_it_is() -> None:
+    """The tuned swapped file (`swap_operands`) as torch calls a Linear layer: y = x W^T with
+    W as nn.Linear keeps it (N x K rows), W.t() passed as B, no copy; one and 16 tokens,
+    and a ragged width, under torch.compile."""
+    op = tiledsl.torch.register(EXAMPLES / "tuned" / "few_tokens_swapped.tuned.tile", "swapped")
+    f = torch.compile(lambda x, w: op(x, w.t()), fullgraph=True)
+    for tokens, n, k in ((1, 4096, 512), (16, 4096, 512), (5, 1000, 264)):
+        x, w = ints(12, (tokens, k)), ints(13, (n, k))  # |sum| <= 4 K: exact in f16
+        assert torch.equal(f(x, w).double(), exact(x, w.t()))
+
+
 def test_a_name_is_bound_to_one_kernel(hgemm_op) -> None:
     assert tiledsl.torch.register(hgemm_op_kernel(), "test_hgemm_again") is not None
     with pytest.raises(ArgumentError) as err:
