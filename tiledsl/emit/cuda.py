@@ -515,12 +515,13 @@ __device__ __forceinline__ void cp_async_wait() {
         ]
 
     def epilogue_steps(
-        self, k: KernelIR, ep, old: str, column: str, inside_c: str = "", inside_n: str = ""
+        self, k: KernelIR, ep, old: str, place: str, inside_bias: str = "", inside_c: str = ""
     ) -> list[str]:
         """The epilogue's steps on the float `x`, one rounded f32 operation each
         (__fmul_rn / __fadd_rn: no fused multiply-add, so the exact oracle can replay it):
-        `old` is C's element as a float, `column` its column. With `inside_c` and
-        `inside_n` (a partial tile's conditions) nothing outside C or the bias is read."""
+        `old` is C's element as a float, `place` its index in a bias (its column; its row
+        under swap_operands, `ep.bias_rows`). With `inside_c` and `inside_bias` (a partial
+        tile's conditions) nothing outside C or the bias is read."""
         out = []
         alpha = "alpha" if "alpha" in ep.runtime else "ALPHA"
         if ep.scales:
@@ -535,9 +536,9 @@ __device__ __forceinline__ void cp_async_wait() {
             if op != "bias":
                 out.append("x = fmaxf(x, 0.0f);  // relu")
                 continue
-            value = self._converted(f"{name}[{column}]", k.gemm.operand(name).dtype, "f32")
-            if inside_n:
-                out.append(f"x = __fadd_rn(x, {inside_n} ? {value} : 0.0f);  // bias {name}[n]")
+            value = self._converted(f"{name}[{place}]", k.gemm.operand(name).dtype, "f32")
+            if inside_bias:
+                out.append(f"x = __fadd_rn(x, {inside_bias} ? {value} : 0.0f);  // bias {name}[n]")
             else:
                 out.append(f"x = __fadd_rn(x, {value});")
         return out

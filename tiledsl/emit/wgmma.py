@@ -412,7 +412,13 @@ def _register_epilogue(emitter, k: KernelIR, s: EpilogueFrag) -> list[str]:
     body = [
         "const int gr = er + e / 2 * 8, gc = ec + n8 * 8 + e % 2;  // the element's place in C",
         f"float x = {ref}[n8 * 4 + e];",
-        *emitter.epilogue_steps(k, ep, old, "gc", f"gr < {m} && gc < {n}", f"gc < {n}"),
+        *emitter.epilogue_steps(
+            k,
+            ep,
+            old,
+            *(("gr", f"gr < {m}") if ep.bias_rows else ("gc", f"gc < {n}")),
+            inside_c=f"gr < {m} && gc < {n}",
+        ),
         f"{ref}[n8 * 4 + e] = x;",
     ]
     return [

@@ -78,19 +78,14 @@ def _swapped_if_asked(gemm: Gemm, sched: Schedule, errs: Collector) -> Gemm:
     if not sched.swap_operands or not all(op.layout in LAYOUTS for op in (gemm.a, gemm.b, gemm.c)):
         return gemm
     bias = next((step for step in sched.epilogue if step[0] == "bias"), None)
-    if bias is not None:
+    if bias is not None and not sched.warp_specialize:
         errs.add(
             sched.loc("epilogue"),
-            "epilogue bias with swap_operands is not built yet: it needs the bias added along "
-            "the rows of the transposed product's accumulators (C's columns as written)",
-            "drop `swap_operands`, or add the bias after the call",
-        )
-    if gemm.batch is not None:
-        errs.add(
-            sched.loc("swap_operands"),
-            "swap_operands on a batched product is not built yet: it needs each batch's "
-            "operands flipped in the launcher's strides",
-            "drop `swap_operands`, or call the kernel once per batch",
+            "epilogue bias with swap_operands is built where the epilogue runs on the "
+            "accumulators in registers (warp_specialize) only: the bias runs along the "
+            "transposed product's rows, and C's staging copy knows each element's column",
+            "add `warp_specialize` (wgmma, `copy tma`), drop `swap_operands`, or add the bias "
+            "after the call",
         )
     return gemm.swapped()
 

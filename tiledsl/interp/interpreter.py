@@ -701,7 +701,7 @@ class _Interpreter:
         c_old = (
             decode(dst[np.broadcast_to(dflat, shape)], memory.dtype(s.tile)) if ep.reads_c else None
         )
-        biases = self._biases(ag, ep, s.tile, cols, shape)
+        biases = self._biases(ag, ep, s.tile, rows if ep.bias_rows else cols, shape)
         frag[:, i, j] = ep.apply(np.broadcast_to(acc, shape), c_old, biases).astype(frag.dtype)
 
     def _tma_store(self, ag: _Agent, s: TmaStore) -> None:
@@ -1124,16 +1124,20 @@ class _Interpreter:
         memory = ag.memory
         acc = decode(stored, memory.dtype(c.src)).astype(np.float32)
         c_old = decode(dst[dflat], memory.dtype(c.dst)) if ep.reads_c else None
+        # a bias along the rows (swap_operands) is refused here: a copy knows its columns
+        assert not (ep.bias_rows and ep.bias_operands)
         biases = self._biases(ag, ep, c.dst, cols, shape)
         return encode(ep.apply(acc, c_old, biases), memory.dtype(c.dst))
 
-    def _biases(self, ag: _Agent, ep, tile: GlobalTile, cols, shape) -> dict[str, np.ndarray]:
-        """Each bias vector's value at the column in C of every element (columns `cols` of
-        `tile`, per warp), clipped at C's edge: an element past it is never stored."""
+    def _biases(self, ag: _Agent, ep, tile: GlobalTile, at, shape) -> dict[str, np.ndarray]:
+        """Each bias vector's value at the place in C of every element (columns `at` of
+        `tile`, per warp; its rows under swap_operands, `ep.bias_rows`), clipped at C's
+        edge: an element past it is never stored."""
         if not ep.bias_operands:
             return {}
-        col = np.asarray(evaluate(tile.origin[1], ag.env)).reshape(-1, 1, 1)
-        col = col + np.asarray(evaluate(tile.offset[1], ag.env)).reshape(-1, 1, 1) + cols
+        axis = 0 if ep.bias_rows else 1
+        col = np.asarray(evaluate(tile.origin[axis], ag.env)).reshape(-1, 1, 1)
+        col = col + np.asarray(evaluate(tile.offset[axis], ag.env)).reshape(-1, 1, 1) + at
         col = np.broadcast_to(col, shape)
         out = {}
         for name in ep.bias_operands:

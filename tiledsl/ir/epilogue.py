@@ -20,12 +20,14 @@ what lets the exact oracle check an epilogue with any alpha and beta.
 The epilogue runs where C leaves the per-warp staging tile (`epilogue_via shared`),
 because a bias needs each element's column, which a WMMA fragment does not reveal; on a
 warp-specialized kernel it runs on the consumers' accumulators in their registers
-(`EpilogueFrag`), whose wgmma layout gives each element's row and column.
+(`EpilogueFrag`), whose wgmma layout gives each element's row and column. Under
+`swap_operands` the kernel's accumulators are C^T's: a bias runs along their rows
+(`bias_rows`), which only the register epilogue knows (the front end refuses the rest).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -46,6 +48,9 @@ class Epilogue:
     beta: float = 0.0
     steps: tuple[tuple[str, str], ...] = ()  # ("bias", operand) and ("relu", "") in order
     runtime: tuple[str, ...] = ()  # "alpha" and/or "beta": kernel parameters, not constants
+    # swap_operands: a bias is indexed by the kernel's row (C's column as written); the
+    # same epilogue as the caller sees it, so not part of equality
+    bias_rows: bool = field(default=False, compare=False)
 
     @classmethod
     def of(cls, schedule: Schedule, gemm: Gemm) -> Epilogue | None:
@@ -69,7 +74,13 @@ class Epilogue:
                 steps.append(("bias", group[1]))
             elif group[0] == "relu":
                 steps.append(("relu", ""))
-        return cls(values["alpha"], values["beta"], tuple(steps), tuple(sorted(runtime)))
+        return cls(
+            values["alpha"],
+            values["beta"],
+            tuple(steps),
+            tuple(sorted(runtime)),
+            bias_rows=gemm.written is not None,
+        )
 
     @property
     def reads_c(self) -> bool:
@@ -89,8 +100,11 @@ class Epilogue:
         given = {
             name: float(np.float32(values.get(name, CHECK_VALUES[name]))) for name in self.runtime
         }
-        return Epilogue(
-            given.get("alpha", self.alpha), given.get("beta", self.beta), self.steps, ()
+        return replace(
+            self,
+            alpha=given.get("alpha", self.alpha),
+            beta=given.get("beta", self.beta),
+            runtime=(),
         )
 
     @property
