@@ -1136,14 +1136,14 @@ class _Interpreter:
         if not ep.bias_operands:
             return {}
         axis = 0 if ep.bias_rows else 1
-        col = np.asarray(evaluate(tile.origin[axis], ag.env)).reshape(-1, 1, 1)
-        col = col + np.asarray(evaluate(tile.offset[axis], ag.env)).reshape(-1, 1, 1) + at
-        col = np.broadcast_to(col, shape)
+        place = np.asarray(evaluate(tile.origin[axis], ag.env)).reshape(-1, 1, 1)
+        place = place + np.asarray(evaluate(tile.offset[axis], ag.env)).reshape(-1, 1, 1) + at
+        place = np.broadcast_to(place, shape)
         out = {}
         for name in ep.bias_operands:
             op = self.kernel.gemm.operand(name)
             n = int(evaluate(op.dims[0], ag.env))
-            out[name] = decode(self.arrays[name], op.dtype)[np.clip(col, 0, n - 1)]
+            out[name] = decode(self.arrays[name], op.dtype)[np.clip(place, 0, n - 1)]
         return out
 
 
