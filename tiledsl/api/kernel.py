@@ -71,8 +71,7 @@ def load(path_or_text: str | Path, kernel: str | None = None, target: str | None
             names = ", ".join(k.name for k in compiled.kernels)
             raise ArgumentError(f"no kernel '{kernel}' in {compiled.file}; it has: {names}")
     # the product as each file writes it: a kernel that swaps its operands computes the same
-    written = [k.gemm.as_written for k in chosen]
-    products = {(g.text, str(g.a), str(g.b), str(g.c)) for g in written}
+    products = {(g.text, str(g.a), str(g.b), str(g.c)) for g in (k.gemm.as_written for k in chosen)}
     if len(products) > 1:
         raise ArgumentError(
             f"{compiled.file} holds kernels of different products: load one with kernel=NAME "

@@ -210,6 +210,7 @@ def descriptor_constants(k: KernelIR) -> list[str]:
 def declarations(k: KernelIR) -> list[str]:
     out = []
     n = k.schedule.mma[1]
+    g = k.gemm  # the operands' own names (swap_operands: B is the wgmma's A)
     for f in k.fragments:
         i, j = f.count
         if f.role == "accumulator":
@@ -218,7 +219,6 @@ def declarations(k: KernelIR) -> list[str]:
                 "rows wq*16 + g, + 8, columns n8*8 + t, + 1"
             )
         else:
-            g = k.gemm  # the operands' own names (swap_operands: B is the wgmma's A)
             what = f"{g.a.name}'s 64x16" if f.role == "matrix_a" else f"{g.b.name}'s 16x{n}"
             out.append(
                 f"unsigned long long {f.name}[{i}][{j}];  // wgmma descriptors of {what} tiles "

@@ -77,8 +77,8 @@ def _swapped_if_asked(gemm: Gemm, sched: Schedule, errs: Collector) -> Gemm:
     layout is known; an unknown one is refused already), else the product as written."""
     if not sched.swap_operands or not all(op.layout in LAYOUTS for op in (gemm.a, gemm.b, gemm.c)):
         return gemm
-    bias = next((step for step in sched.epilogue if step[0] == "bias"), None)
-    if bias is not None and not sched.warp_specialize:
+    biased = any(step[0] == "bias" for step in sched.epilogue)
+    if biased and not sched.warp_specialize:
         errs.add(
             sched.loc("epilogue"),
             "epilogue bias with swap_operands is built where the epilogue runs on the "

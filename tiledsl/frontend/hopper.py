@@ -180,18 +180,20 @@ def _check_tma_store(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
             f"epilogue_via tma stages an f16, bf16 or f32 C, and C is {gemm.c.dtype}",
             "write `epilogue_via direct` (the consumers store C from their registers)",
         )
-    if gemm.c.layout != "row" and gemm.written is not None:
+    if gemm.c.layout != "row":
+        swapped = gemm.written is not None  # C^T is column-major where C is row-major
         errs.add(
             loc,
-            "epilogue_via tma is built for a row-major C only, and swap_operands stores C "
-            "transposed (the kernel's C^T is column-major where C is row-major)",
-            "write `epilogue_via direct`, or declare C col",
-        )
-    elif gemm.c.layout != "row":
-        errs.add(
-            loc,
-            "epilogue_via tma is built for a row-major C only",
-            "declare C row, or write `epilogue_via direct`",
+            "epilogue_via tma is built for a row-major C only"
+            + (
+                ", and swap_operands stores C transposed (the kernel's C^T is column-major "
+                "where C is row-major)"
+                if swapped
+                else ""
+            ),
+            "write `epilogue_via direct`, or declare C col"
+            if swapped
+            else "declare C row, or write `epilogue_via direct`",
         )
     if not sched.store_columns:
         width = sched.mma[1] * sched.coarsen[1]

@@ -107,8 +107,8 @@ def expand(program: Program, name: str | None = None) -> list[Point]:
             )
             errs.raise_if_any(program.source)
     points: dict[str, Point] = {}
+    named = len(kernels) > 1  # which family a point is of, in its label
     for kernel in kernels:
-        named = len(kernels) > 1  # which family a point is of, in its label
         for combination in itertools.product(*(s.options for s in tuning_sets(kernel))):
             point = _point(program, kernel, combination, named)
             points.setdefault(point.text, point)  # `{64, 64}` gives one point, not two
