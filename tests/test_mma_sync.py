@@ -166,6 +166,14 @@ def test_unknown_instruction_shape() -> None:
         9,
         "'wide' is not an instruction shape",
     )
+    # a dimension past any int a shape could mean: refused before int() (which stops at
+    # 4300 digits with a ValueError: found by the fuzz test, seed 20261207, case 834)
+    assert _error(BASE.replace("mma m16n8k16", "mma m16n8k" + "9" * 5000)) == (
+        7,
+        9,
+        "'m16n8k999999999999999999…' is not an instruction shape: a dimension of more than "
+        "18 digits",
+    )
 
 
 def test_mma_sync_needs_shared_memory() -> None:
