@@ -14,7 +14,8 @@ GEMM could still win. Two readers, each over a sweep of launch shapes, the faste
 - `bulk`: one thread a block streams its share through shared memory by the TMA unit
   (`cp.async.bulk` of CHUNK bytes into STAGES slots, completion counted on an mbarrier per
   slot, each slot refilled as soon as it has landed): the copy engine tiledsl's kernels
-  read with, without any compute behind it.
+  read with, without any compute behind it. Its fastest is printed beside the fastest of
+  all ("TMA alone"): whether the copy engine comes as near the bound as plain loads do.
 
 Each is timed by `tiledsl.gpu.timing.time_calls` (an event pair around each call, the calls
 queued behind the hold kernel), on copies of B rotated past 2 x L2, beside cuBLAS's
@@ -119,14 +120,8 @@ LDG_UNROLLS = (2, 4, 8)
 LDG_LAUNCHES = [
     (blocks, threads) for blocks in (132, 264, 528, 1056) for threads in (256, 512, 1024)
 ]
-BULK_SHAPES = [
-    (16384, 8),
-    (16384, 12),
-    (32768, 6),
-    (8192, 16),
-    (16384, 4),
-    (8192, 8),
-]  # (CHUNK, STAGES)
+#: (CHUNK bytes, STAGES) of the TMA readers: 4 to 16 slots of 8 to 32 KB.
+BULK_SHAPES = [(16384, 8), (16384, 12), (32768, 6), (8192, 16), (16384, 4), (8192, 8)]
 BULK_BLOCKS = (132, 264, 396, 528)  # one to four blocks an SM, where their slots fit
 
 
