@@ -24,6 +24,7 @@ from tiledsl.driver import compile_source
 from tiledsl.errors import TileError
 from tiledsl.gpu.runtime import gpu_available
 from tiledsl.ir.nodes import SharedBuffer, xor_geometry
+from tiledsl.limits import INT_TEXT_DIGITS
 from tiledsl.models.banks import conflicts
 from tiledsl.passes import STAGE_NAMES
 
@@ -166,13 +167,14 @@ def test_unknown_instruction_shape() -> None:
         9,
         "'wide' is not an instruction shape",
     )
-    # a dimension past any int a shape could mean: refused before int() (which stops at
-    # 4300 digits with a ValueError: found by the fuzz test, seed 20261207, case 834)
-    assert _error(BASE.replace("mma m16n8k16", "mma m16n8k" + "9" * 5000)) == (
+    # more digits than int() reads from text: refused before it is read (a ValueError, an
+    # internal error, before: found by the fuzz test, seed 20261207, case 834)
+    digits = INT_TEXT_DIGITS + 1  # 4301 (Python 3.11's default limit, CI's)
+    assert _error(BASE.replace("mma m16n8k16", "mma m16n8k" + "9" * digits)) == (
         7,
         9,
         "'m16n8k999999999999999999…' is not an instruction shape: a dimension of more than "
-        "18 digits",
+        f"{INT_TEXT_DIGITS} digits",
     )
 
 

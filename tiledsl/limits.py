@@ -17,6 +17,8 @@ tile), the block count, and the raster's products (`GROUP_M * tiles_n`,
 
 from __future__ import annotations
 
+import sys
+
 INT_MAX = 2**31 - 1  # the generated code's `int`
 GRID_X_MAX = 2**31 - 1  # blocks along x (compute capability 3.0 and later)
 GRID_Y_MAX = 65535  # grid rows: the products of a batch
@@ -26,6 +28,9 @@ MAX_STAGES = 32  # pipeline stages: more never pays, and each one is unrolled an
 MAX_SWIZZLE = 65536
 MAX_KERNELS = 64  # kernels in one file: each is lowered, checked and emitted on its own
 MAX_DIGITS = 18  # digits of a number literal (past that, no value is meaningful here)
+# The most digits Python's int() reads from text (sys.set_int_max_str_digits, 4300 by
+# default; none before Python 3.10.7): a longer run of digits is refused before it is read.
+INT_TEXT_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 0)() or 10**9
 MAX_SOURCE_BYTES = 1 << 20  # a .tile file (a schedule is a few kilobytes)
 # The numpy interpreter: about 30 million multiply-adds a second on one core (1024³ took
 # 36 s), and each operand is held several times over (storage, values, the oracles').

@@ -13,7 +13,7 @@ from ..errors import Collector
 from ..ir.paths import ptx_path
 from ..ir.schedule import Schedule
 from ..ir.targets import TARGETS, UNMODELLED, parse_target_name
-from ..limits import INT_MAX, MAX_DIGITS, MAX_STAGES, MAX_SWIZZLE
+from ..limits import INT_MAX, INT_TEXT_DIGITS, MAX_STAGES, MAX_SWIZZLE
 from . import syntax as S
 
 
@@ -128,11 +128,14 @@ def _read_mma(d, errs):
                 "or a WMMA fragment as `mma 16 x 16 x 16`",
             )
             return {}
-        if any(len(x) > MAX_DIGITS for x in match.groups()):  # before int(): 4300 digits at most
+        if any(len(x) > INT_TEXT_DIGITS for x in match.groups()):
+            # int() refuses that many digits (a ValueError, not a diagnostic); a shorter
+            # dimension, however absurd, is read and refused by the analysis as any shape
+            # no instruction has, without the defaults' follow-on errors
             errs.add(
                 d.args[0].loc,
                 f"'{word[:24]}…' is not an instruction shape: a dimension of more than "
-                f"{MAX_DIGITS} digits",
+                f"{INT_TEXT_DIGITS} digits",
                 "write the mma.sync shape as mMnNkK, e.g. `mma m16n8k16`, or wgmma's as "
                 "`mma m64n256k16`",
             )
