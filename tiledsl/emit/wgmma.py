@@ -409,16 +409,12 @@ def _register_epilogue(emitter, k: KernelIR, s: EpilogueFrag) -> list[str]:
     m, n = emitter.expr(g.m), emitter.expr(g.n)
     at = emitter.element(k, replace(s.tile, origin=(ZERO, ZERO), offset=(ZERO, ZERO)), "gr", "gc")
     old = emitter.converted(at, g.c.dtype, "f32")
+    # a bias's index: the element's column, or its row under swap_operands (C's column)
+    place, inside_bias = ("gr", f"gr < {m}") if ep.bias_rows else ("gc", f"gc < {n}")
     body = [
         "const int gr = er + e / 2 * 8, gc = ec + n8 * 8 + e % 2;  // the element's place in C",
         f"float x = {ref}[n8 * 4 + e];",
-        *emitter.epilogue_steps(
-            k,
-            ep,
-            old,
-            *(("gr", f"gr < {m}") if ep.bias_rows else ("gc", f"gc < {n}")),
-            inside_c=f"gr < {m} && gc < {n}",
-        ),
+        *emitter.epilogue_steps(k, ep, old, place, inside_bias, f"gr < {m} && gc < {n}"),
         f"{ref}[n8 * 4 + e] = x;",
     ]
     return [

@@ -181,20 +181,14 @@ def _check_tma_store(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
             "write `epilogue_via direct` (the consumers store C from their registers)",
         )
     if gemm.c.layout != "row":
-        swapped = gemm.written is not None  # C^T is column-major where C is row-major
-        errs.add(
-            loc,
-            "epilogue_via tma is built for a row-major C only"
-            + (
+        why, fix = "", "declare C row, or write `epilogue_via direct`"
+        if gemm.written is not None:  # C^T is column-major where C is row-major
+            why = (
                 ", and swap_operands stores C transposed (the kernel's C^T is column-major "
                 "where C is row-major)"
-                if swapped
-                else ""
-            ),
-            "write `epilogue_via direct`, or declare C col"
-            if swapped
-            else "declare C row, or write `epilogue_via direct`",
-        )
+            )
+            fix = "write `epilogue_via direct`, or declare C col"
+        errs.add(loc, "epilogue_via tma is built for a row-major C only" + why, fix)
     if not sched.store_columns:
         width = sched.mma[1] * sched.coarsen[1]
         errs.add(
