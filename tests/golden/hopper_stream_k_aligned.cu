@@ -46,12 +46,6 @@ __device__ __forceinline__ void fence_proxy_async() {
 struct alignas(64) TensorMap {
     unsigned long long bytes[16];
 };
-// The map into the TMA unit's descriptor cache now, so that the first copy through it
-// does not wait on the descriptor's own load from memory (CUDA's prefetch of a
-// __grid_constant__ map; a hint: nothing waits on it).
-__device__ __forceinline__ void prefetch_tensormap(const TensorMap* map) {
-    asm volatile("prefetch.tensormap [%0];\n" :: "l"(map) : "memory");
-}
 __device__ __forceinline__ unsigned shared_address(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
@@ -297,9 +291,6 @@ hopper_stream_k_aligned(const __grid_constant__ TensorMap map_A, const __grid_co
     unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + 229376);  // slot s's tiles have landed: the expect_tx and the TMA bytes
     unsigned long long* empty = reinterpret_cast<unsigned long long*>(smem + 229408);  // slot s is free again: one arrival per consumer warpgroup in each of the 2 blocks of the cluster whose tiles this block's loads reach
     if (threadIdx.x == 0) {
-        prefetch_tensormap(&map_A);  // A's tensor map, before its first copy needs it
-        prefetch_tensormap(&map_B);  // B's tensor map, before its first copy needs it
-        prefetch_tensormap(&map_C);  // C's tensor map, before its first copy needs it
         for (int s = 0; s < STAGES; ++s) {
             mbarrier_init(&full[s], 1);
             mbarrier_init(&empty[s], 4);

@@ -50,7 +50,6 @@ from ..ir.nodes import (
     Wait,
     walk,
 )
-from .launch import tensor_maps_of
 
 HELPERS = """\
 // Hopper pipelines: TMA tensor copies counted on mbarriers, warp specialization.
@@ -58,12 +57,6 @@ HELPERS = """\
 struct alignas(64) TensorMap {
     unsigned long long bytes[16];
 };
-// The map into the TMA unit's descriptor cache now, so that the first copy through it
-// does not wait on the descriptor's own load from memory (CUDA's prefetch of a
-// __grid_constant__ map; a hint: nothing waits on it).
-__device__ __forceinline__ void prefetch_tensormap(const TensorMap* map) {
-    asm volatile("prefetch.tensormap [%0];\\n" :: "l"(map) : "memory");
-}
 __device__ __forceinline__ unsigned shared_address(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
@@ -310,12 +303,6 @@ def prologue(k: KernelIR) -> list[str]:
             f"{offsets[m.name]});  // {m.purpose}"
         )
     out.append("if (threadIdx.x == 0) {")
-    # first of all: the maps' fetch overlaps the barriers' setup instead of the first copy
-    out += [
-        f"    prefetch_tensormap(&{spec.param});  // {spec.operand}'s tensor map, before its "
-        "first copy needs it"
-        for spec in tensor_maps_of(k)
-    ]
     # one loop per array length: the stages' barriers, then (pingpong) the teams' turns
     for name in ("STAGES", "TEAMS"):
         arrays = [m for m in k.mbarriers if (m.name == "turn") == (name == "TEAMS")]

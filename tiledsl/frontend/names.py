@@ -49,10 +49,10 @@ GENERATED = frozenset(
     """ cp_async cp_async_commit cp_async_wait xor_swizzle fence_proxy_async
     warpgroup_barrier smem_address"""
     # the Hopper pipeline's helpers and the tensor map's type (tiledsl.emit.hopper)
-    """ TensorMap prefetch_tensormap shared_address mbarrier_init mbarrier_init_fence
-    mbarrier_expect_tx mbarrier_arrive mbarrier_wait tma_load_2d setmaxnreg_dec setmaxnreg_inc
-    tma_store_2d tma_store_commit tma_store_wait_read stmatrix_x4 pack_f16x2 pack_bf16x2
-    __nv_bfloat162 cluster_sync tma_load_2d_multicast mbarrier_arrive_remote signal_flag wait_flag
+    """ TensorMap shared_address mbarrier_init mbarrier_init_fence mbarrier_expect_tx
+    mbarrier_arrive mbarrier_wait tma_load_2d setmaxnreg_dec setmaxnreg_inc tma_store_2d
+    tma_store_commit tma_store_wait_read stmatrix_x4 pack_f16x2 pack_bf16x2 __nv_bfloat162
+    cluster_sync tma_load_2d_multicast mbarrier_arrive_remote signal_flag wait_flag
     named_barrier __stcg __ldcg make_float4 float4
     __floats2bfloat162_rn __half2 __floats2half2_rn Divisor __umulhi"""
     # the kernel's constants (its `NAME_schedule` namespace)
