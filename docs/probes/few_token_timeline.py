@@ -1,0 +1,408 @@
+# ruff: noqa: E501  (the embedded CUDA and the printed table keep their own line lengths)
+"""Probe (not part of tiledsl): where a swapped few-token kernel's time goes, against a read of
+its weights alone.
+
+At M <= 64 the tuned swapped kernels (examples/tuned/few_tokens_swapped.tuned.tile) run at
+0.76-0.81 of the memory bound where a read of the weights alone, as `tiledsl bench` times
+it, reaches 0.90-0.91 (docs/probes/read_floor.py, H200, 2026-12-05): 3-6 µs a call. Which
+part of the kernel are they? This probe stamps `%globaltimer` at eight points of every block,
+written to a `__device__` array of the module:
+
+  entry (thread 0), barriers initialised (thread 0, after the block barrier), the
+  producer's first copy issued and its last, the consumers' first stage landed and their
+  last, the consumers' last K loop's end, and the consumers' end (C stored, fix-up done);
+
+then, from one launch alone: each point's spread over the blocks, and the stream's rate
+(the weights' bytes over the first block's first stage landed to the last block's last).
+
+Variants, each timed by `tiledsl bench`'s loop beside cuBLAS (rounds in rotated order):
+- `as emitted` (checked by both oracles first);
+- `tensormap prefetch` (checked): thread 0 prefetches each tensor map first thing;
+- `no wgmma` (**wrong on purpose**, timed without the oracles): the consumers wait for each
+  stage and release it with no wgmma: the same kernel's loads, hand-overs and ends alone;
+- with `--stages N` (repeatable), `N stages` (checked): the kernel with N stages;
+- with `--rotate`, `K steps rotated per tile` (checked): tile bm takes its K steps from
+  step 13 x bm of its range on, wrapping round, so that the blocks do not all read the
+  same offset of their weight rows at once (the same sum in another order); and so each
+  `--split` variant;
+- `no hand-over` (**wrong on purpose**), for a split: no partial sum stored, no flag, no
+  adds (fixup_timeline.py's cut);
+- with `--split S:B:STAGES` (repeatable), `S slices, B a SM` (**wrong on purpose**: no
+  fix-up, every slice stores its partial sum into C): the same schedule without
+  `persistent`, with STAGES stages, launched as tiles x S blocks, block b computing slice
+  b % S of tile b / S, with `__launch_bounds__(THREADS, B)` and the consumers' registers cut
+  to fit B blocks an SM. The hardware's block scheduler hands the blocks to the SMs as
+  earlier ones finish: what a split that balances the SMs' work dynamically could reach,
+  against the persistent split's fixed share per SM.
+And an empty kernel of the same launch shape: what a call costs outside any kernel.
+
+    python3 docs/probes/few_token_timeline.py [--kernel NAME ...] [--rounds 3] [SIZE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import cupy as cp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fixup_timeline import after_line, must_count, timed, without_hand_over  # noqa: E402
+
+import tiledsl.driver as driver  # noqa: E402
+from tiledsl.commands.run import Report, check_size, gpu_checks, kernel_calls  # noqa: E402
+from tiledsl.gpu import runtime  # noqa: E402
+from tiledsl.gpu.baselines import cublas  # noqa: E402
+from tiledsl.gpu.timing import CudaClock, rotated_sets  # noqa: E402
+
+TUNED = "examples/tuned/few_tokens_swapped.tuned.tile"
+MAX_BLOCKS = 8192
+SLOTS = 8
+POINTS = [
+    "entry",
+    "barriers initialised",
+    "producer: first copy issued",
+    "producer: last copy issued",
+    "consumers: first stage landed",
+    "consumers: last stage landed",
+    "consumers: last K loop's end",
+    "consumers: done",
+]
+ENTRY, INIT, FIRST_COPY, LAST_COPY, FIRST_LANDED, LAST_LANDED, LOOP_END, DONE = range(SLOTS)
+
+STAMP_HELPER = f"""
+#define MAX_BLOCKS 8192
+// probe: %globaltimer at {SLOTS} points of every block (few_token_timeline.py)
+__device__ unsigned long long probe_stamps[MAX_BLOCKS * {SLOTS}];
+__device__ __forceinline__ void probe_stamp(int slot) {{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    probe_stamps[blockIdx.x * {SLOTS} + slot] = t;
+}}
+"""
+CONSUMER = "} else {  // the consumer warpgroups"
+LANDED = (
+    "mbarrier_wait(&full[step % STAGES], step / STAGES % 2);  // this step's tiles have landed\n"
+)
+LOOP_END_TEXT = "wgmma_wait<0>();  // every wgmma has read its tiles and written its accumulators\n"
+COPY = re.compile(r"( *)(tma_load_2d\(&Bs\[[^\n]*\n)")
+
+
+def stamped(src: str) -> str:
+    """The emitted source with the probe's stamps (thread 0: a consumer; thread 128: the producer)."""
+    src = after_line(
+        src, "unsigned char* smem = smem_base", f"if (threadIdx.x == 0) probe_stamp({ENTRY});"
+    )
+    src = after_line(
+        src,
+        "__syncthreads();  // the barriers are initialised",
+        f"if (threadIdx.x == 0) probe_stamp({INIT});",
+    )
+    src = after_line(src, "setmaxnreg_dec<PRODUCER_REGISTERS>();", "bool probe_first = true;")
+    src, copies = COPY.subn(
+        lambda m: (
+            m.group(1)
+            + f"if (probe_first) {{ probe_stamp({FIRST_COPY}); probe_first = false; }}\n"
+            + m.group(1)
+            + m.group(2)
+            + m.group(1)
+            + f"probe_stamp({LAST_COPY});\n"
+        ),
+        src,
+    )
+    assert copies >= 1, "no TMA copy of B found"
+    consumer = src.index(CONSUMER)
+    head, body = src[:consumer], src[consumer:]
+    body = after_line(body, "setmaxnreg_inc<CONSUMER_REGISTERS>();", "bool probe_first = true;")
+    stamp_landed = (
+        f"if (threadIdx.x == 0) {{ if (probe_first) {{ probe_stamp({FIRST_LANDED}); probe_first = false; }} "
+        f"probe_stamp({LAST_LANDED}); }}"
+    )
+    pieces = body.split(LANDED)
+    body = pieces[0]
+    for rest in pieces[1:]:
+        indent = re.match(r" *", body[body.rindex("\n") + 1 :]).group(0)
+        body += LANDED + indent + stamp_landed + "\n" + rest
+    body = body.replace(
+        LOOP_END_TEXT,
+        LOOP_END_TEXT + f"            if (threadIdx.x == 0) probe_stamp({LOOP_END});\n",
+    )
+    must_count(body, "\n    }\n}")
+    body = body.replace(
+        "\n    }\n}", f"\n        if (threadIdx.x == 0) probe_stamp({DONE});\n    }}\n}}"
+    )
+    return head.replace('extern "C" __global__', STAMP_HELPER + 'extern "C" __global__', 1) + body
+
+
+PREFETCH_HELPER = """
+// probe: CUDA's prefetch of a __grid_constant__ tensor map into the TMA unit's cache
+__device__ __forceinline__ void prefetch_tensormap(const TensorMap* map) {
+    asm volatile("prefetch.tensormap [%0];\\n" :: "l"(map) : "memory");
+}
+"""
+
+
+def with_prefetch(src: str) -> str:
+    """Thread 0 prefetches every tensor map first thing, before the barriers' setup (what
+    tiledsl emitted from 91f40ba until the A/B on the H100 of 2026-12-05 showed no gain)."""
+    maps = re.findall(r"const __grid_constant__ TensorMap (\w+)", src)
+    assert maps, "no tensor map in the source"
+    lines = "".join(f"        prefetch_tensormap(&{m});  // probe\n" for m in maps)
+    src = src.replace('extern "C" __global__', PREFETCH_HELPER + 'extern "C" __global__', 1)
+    head = "    if (threadIdx.x == 0) {\n        for (int s = 0;"
+    must_count(src, head)
+    return src.replace(head, head.replace("{\n", "{\n" + lines, 1))
+
+
+K_LOOP = re.compile(r"( *)for \(int kt = (\w+); kt < ([^;]+); \+\+kt\) \{\n")
+
+
+def rotated(src: str, spread: int = 13) -> str:
+    """Each tile's K steps taken from a step of its own, wrapping round (tile bm starts
+    `spread * bm` steps into its range): at any moment the blocks read the weights at many
+    offsets within a row instead of all at the same one. The same sum in another order
+    (exact on the oracles' integers), so it is checked like the kernel as emitted."""
+    consumer = src.index(CONSUMER)
+    head, body = src[:consumer], src[consumer:]
+    head, loops = K_LOOP.subn(
+        lambda m: (
+            m.group(0)
+            + f"{m.group(1)}    const int kr = {m.group(2)} + (kt - {m.group(2)} + bm * {spread}) % "
+            f"(({m.group(3)}) - {m.group(2)});  // probe: this tile's steps, rotated\n"
+        ),
+        head,
+    )
+    assert loops >= 1, "no producer K loop"
+    head, loads = re.subn(r"(tma_load_2d\([^;]*?, )kt \* BK", r"\1kr * BK", head)
+    assert loads >= 2, "no TMA load at kt * BK"
+    return head + body
+
+
+def without_wgmma(src: str) -> str:
+    """Wrong on purpose: the consumers wait for each stage and release it, with no wgmma."""
+    out, n = re.subn(r"wgmma_m\d+n\d+k\d+_\w+<[^;]*;", ";", src)
+    assert n >= 1, "no wgmma in the source"
+    return out
+
+
+def split_source(src: str, split: int, per_sm: int) -> str:
+    """Wrong on purpose: the non-persistent kernel as `split` slices of each tile's K steps,
+    one block a slice, no fix-up; `per_sm` blocks of it resident on an SM."""
+
+    def sub(old: str, new: str, count: int = 1) -> None:
+        nonlocal src
+        must_count(src, old, count)
+        src = src.replace(old, new)
+
+    sub(
+        "const int pid = blockIdx.x;  // one block per tile",
+        f"const int pid = blockIdx.x / {split}, probe_slice = blockIdx.x % {split};\n"
+        f"    const int probe_steps = (K + BK - 1) / BK, k_lo = probe_slice * probe_steps / {split}, "
+        f"k_hi = (probe_slice + 1) * probe_steps / {split};  // probe: this block's slice\n    //",
+    )
+    sub(
+        "for (int kt = 0; kt < (K + BK - 1) / BK; ++kt) {",
+        "for (int kt = k_lo; kt < k_hi; ++kt) {",
+        2,
+    )
+    sub("const int step = kt;", "const int step = kt - k_lo;", 2)
+    sub("if (0 < kt) {", "if (k_lo < kt) {")
+    src = re.sub(r"(__launch_bounds__\(\w+::THREADS), 1\)", rf"\1, {per_sm})", src)
+    # the register file split B ways: a block starts with what __launch_bounds__ lets
+    # ptxas give each thread; the producer keeps 40 and the consumers take the rest
+    at_launch = 65536 // (per_sm * 256) // 8 * 8
+    consumer = 2 * at_launch - 40
+    src = re.sub(r"CONSUMER_REGISTERS = \d+", f"CONSUMER_REGISTERS = {min(consumer, 240)}", src)
+    return src
+
+
+def rescheduled(tile: str, name: str, stages: int, persistent: bool = False):
+    """The kernel `name` of `tile` with `stages` stages, and without its `persistent` line
+    unless `persistent`."""
+    text = Path(tile).read_text()
+    block = re.search(rf"kernel {name} {{.*?\n}}", text, re.S)
+    assert block, f"no kernel {name} in {tile}"
+    schedule = block.group(0)
+    if not persistent:
+        schedule = re.sub(r"\n *persistent[^\n]*", "", schedule)
+    new = f"{name}_{'p' if persistent else 'np'}{stages}"
+    schedule = re.sub(r"stages \d+", f"stages {stages}", schedule).replace(
+        f"kernel {name}", f"kernel {new}"
+    )
+    path = Path(f"/tmp/{new}.tile")
+    path.write_text(schedule + "\n")
+    compiled = driver.compile_file(path)
+    k = compiled.kernels[0]
+    return k, compiled.launches[0], compiled.source_for((k,))
+
+
+def kernel_of(tile: str, name: str):
+    compiled = driver.compile_file(Path(tile))
+    for k, launch in zip(compiled.kernels, compiled.launches):
+        if k.name == name:
+            return k, launch, compiled.source_for((k,))
+    raise SystemExit(f"no kernel {name} in {tile}")
+
+
+def one_launch(call, module) -> np.ndarray:
+    stamps = cp.ndarray((MAX_BLOCKS, SLOTS), cp.uint64, module.get_global("probe_stamps"))
+    stamps.fill(0)
+    call()
+    cp.cuda.Device().synchronize()
+    return stamps.get().astype(np.int64)
+
+
+def report_launches(calls, module, launches: int, title: str, weight_bytes: int) -> None:
+    per_point: dict[int, list[tuple[float, float, float]]] = {}
+    rates, spans = [], []
+    blocks = 0
+    for i in range(launches):
+        host = one_launch(calls[i % len(calls)], module)
+        used = host[:, ENTRY] > 0
+        host, blocks = host[used], int(used.sum())
+        base = host[:, ENTRY].min()
+        for slot in range(SLOTS):
+            col = host[:, slot][host[:, slot] > 0]
+            if len(col):
+                us = (col - base) / 1e3
+                per_point.setdefault(slot, []).append((us.min(), np.median(us), us.max()))
+        landed = host[:, FIRST_LANDED][host[:, FIRST_LANDED] > 0]
+        last = host[:, LAST_LANDED][host[:, LAST_LANDED] > 0]
+        if len(landed) and len(last):
+            span = (last.max() - landed.min()) / 1e3
+            spans.append(span)
+            rates.append(weight_bytes / (span * 1e-6) / 1e12)
+    print(
+        f"\n{title}: one launch alone ({blocks} blocks), µs after the first block's entry (medians over {launches} launches)"
+    )
+    for slot in sorted(per_point):
+        rows = np.array(per_point[slot])
+        mn, md, mx = np.median(rows, axis=0)
+        print(f"  {POINTS[slot]:34s} min {mn:7.2f} median {md:7.2f} max {mx:7.2f}")
+    if rates:
+        print(
+            f"  stream: first stage landed -> last stage landed {np.median(spans):.2f} µs, "
+            f"the weights at {np.median(rates):.2f} TB/s"
+        )
+
+
+def empty_kernel_calls(launch) -> list:
+    empty = cp.RawKernel('extern "C" __global__ void probe_empty() {}', "probe_empty")
+    empty.max_dynamic_shared_size_bytes = launch.smem_bytes
+    sms = runtime.multiprocessor_count()
+    return [lambda: empty((sms,), (launch.threads,), (), shared_mem=launch.smem_bytes)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("sizes", nargs="*", default=["1x4096x11008", "1x12288x4096"])
+    ap.add_argument("--tile", default=TUNED)
+    ap.add_argument(
+        "--kernel",
+        nargs="+",
+        default=None,
+        help="kernels of --tile (default: the one its dispatch table picks per size)",
+    )
+    ap.add_argument("--stages", type=int, action="append", default=[], metavar="N")
+    ap.add_argument("--split", action="append", default=[], metavar="S:B:STAGES")
+    ap.add_argument("--rotate", action="store_true", help="also each tile's K steps rotated")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--launches", type=int, default=5)
+    ap.add_argument("--show", action="store_true", help="print the stamped sources and stop")
+    args = ap.parse_args()
+    for text in args.sizes:
+        size = tuple(int(v) for v in text.split("x"))
+        for name in args.kernel or [picked(args.tile, size)]:
+            k, launch, source = kernel_of(args.tile, name)
+            variants = [
+                ("as emitted", k, launch, stamped(source), True, 1),
+                ("tensormap prefetch", k, launch, stamped(with_prefetch(source)), True, 1),
+                (
+                    "no wgmma (wrong on purpose)",
+                    k,
+                    launch,
+                    stamped(without_wgmma(source)),
+                    False,
+                    1,
+                ),
+            ]
+            if "signal_flag(" in source:  # a split: its fix-up cut out
+                src = stamped(without_hand_over(source))
+                variants.append(("no hand-over (wrong on purpose)", k, launch, src, False, 1))
+            if args.rotate:
+                src = stamped(rotated(source))
+                variants.append(("K steps rotated per tile", k, launch, src, True, 1))
+            for stages in args.stages:
+                k_s, launch_s, source_s = rescheduled(args.tile, name, stages, persistent=True)
+                variants.append((f"{stages} stages", k_s, launch_s, stamped(source_s), True, 1))
+            for spec in args.split:
+                split, per_sm, stages = (int(v) for v in spec.split(":"))
+                k_np, launch_np, source_np = rescheduled(args.tile, name, stages)
+                label = f"{split} slices, {per_sm} a SM, {stages} stages (wrong on purpose)"
+                src = stamped(split_source(source_np, split, per_sm))
+                variants.append((label, k_np, launch_np, src, False, split))
+                if args.rotate:
+                    src = stamped(rotated(split_source(source_np, split, per_sm)))
+                    variants.append((label + ", rotated", k_np, launch_np, src, False, split))
+            if args.show:
+                for label, *_, src, _, _ in variants:
+                    print(f"// ===== {name} {label}\n{src}")
+                continue
+            run_variants(variants, size, name, args)
+
+
+def picked(tile: str, size) -> str:
+    from tiledsl.tune.dispatch import read_table, table_path
+
+    table = read_table(table_path(Path(tile)))
+    assert table is not None, f"no dispatch table beside {tile}"
+    return table.pick(size)[0]
+
+
+def with_grid_times(run, factor: int):
+    """The launcher `run` with its grid's x multiplied by `factor` (the probe's split)."""
+    if factor == 1:
+        return run
+    built = run.arguments
+
+    def arguments(pointers, sizes):
+        grid, args, staged = built(pointers, sizes)
+        return (grid[0] * factor, *grid[1:]), args, staged
+
+    run.arguments = arguments
+    return run
+
+
+def run_variants(variants, size, name, args) -> None:
+    arch = "sm_90a"
+    label = "x".join(map(str, size))
+    sets, set_bytes = rotated_sets(size, 0, "ints")
+    work, modules = {}, {}
+    for v, k, launch, src, checked, factor in variants:
+        sizes = check_size(k, size)
+        module = runtime.load_module(src, arch, name=f"few_token_{len(modules)}.cu")
+        run = with_grid_times(runtime.launcher(module, launch), factor)
+        if checked:
+            report = Report(k.name, size, "probe")
+            gpu_checks(k, run, sizes, size, np.random.default_rng(1), report, Path("/tmp"))
+            bad = [c for c in report.checks if not c.ok]
+            print(f"{label} {name} {v}: {'PASS' if not bad else 'FAIL ' + str(bad)}", flush=True)
+            assert not bad
+        work[v], modules[v] = kernel_calls(k, run, sizes, size, sets), module
+    first = variants[0]
+    work["empty kernel"] = empty_kernel_calls(first[2])
+    work["cuBLAS"] = cublas().calls(first[1].gemm.as_written, size, sets)
+    timed(work, CudaClock(arch), args.rounds, args.repeat, set_bytes, f"{label} {name}")
+    weight_bytes = size[1] * size[2] * 2
+    for v, module in modules.items():
+        report_launches(work[v], module, args.launches, f"{label} {name} {v}", weight_bytes)
+
+
+if __name__ == "__main__":
+    main()
