@@ -222,6 +222,15 @@ def durations(stamps: np.ndarray) -> dict[str, list[float]]:
     return parts
 
 
+def check_by_oracles(k, run, sizes, size, label: str) -> None:
+    """Both oracles on one launch of `run` at `size`; prints PASS or stops the probe."""
+    report = Report(k.name, size, "probe")
+    gpu_checks(k, run, sizes, size, np.random.default_rng(1), report, Path("/tmp"))
+    bad = [c for c in report.checks if not c.ok]
+    print(f"{label}: {'PASS' if not bad else 'FAIL ' + str(bad)}", flush=True)
+    assert not bad
+
+
 def variants(tiles, no_hand_over: bool, arch: str, size) -> dict:
     """name: (kernel IR, its launcher, its size parameters, its module), each stamped; every
     one but the wrong-on-purpose ones checked by both oracles first."""
@@ -240,11 +249,7 @@ def variants(tiles, no_hand_over: bool, arch: str, size) -> dict:
             run = runtime.launcher(module, launch)
             sizes = check_size(k, size)
             if checked:
-                report = Report(k.name, size, "probe")
-                gpu_checks(k, run, sizes, size, np.random.default_rng(1), report, Path("/tmp"))
-                bad = [c for c in report.checks if not c.ok]
-                print(f"{label} {name}: {'PASS' if not bad else 'FAIL ' + str(bad)}", flush=True)
-                assert not bad
+                check_by_oracles(k, run, sizes, size, f"{label} {name}")
             kernels[name] = (k, run, sizes, module)
     return kernels
 
