@@ -42,6 +42,7 @@ And an empty kernel of the same launch shape: what a call costs outside any kern
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
 from pathlib import Path
@@ -80,13 +81,13 @@ POINTS = [
 ENTRY, INIT, FIRST_COPY, LAST_COPY, FIRST_LANDED, LAST_LANDED, LOOP_END, DONE = range(SLOTS)
 
 STAMP_HELPER = f"""
-#define MAX_BLOCKS 8192
-// probe: %globaltimer at {SLOTS} points of every block (few_token_timeline.py)
-__device__ unsigned long long probe_stamps[MAX_BLOCKS * {SLOTS}];
+// probe: %globaltimer at {SLOTS} points of every block (few_token_timeline.py); blocks past
+// the first {MAX_BLOCKS} are not stamped
+__device__ unsigned long long probe_stamps[{MAX_BLOCKS} * {SLOTS}];
 __device__ __forceinline__ void probe_stamp(int slot) {{
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    probe_stamps[blockIdx.x * {SLOTS} + slot] = t;
+    if (blockIdx.x < {MAX_BLOCKS}) probe_stamps[blockIdx.x * {SLOTS} + slot] = t;
 }}
 """
 CONSUMER = "} else {  // the consumer warpgroups"
@@ -225,6 +226,7 @@ def split_source(src: str, split: int, per_sm: int) -> str:
     return src
 
 
+@functools.cache  # a schedule is compiled once, however many variants take it
 def rescheduled(tile: str, name: str, stages: int, persistent: bool = False):
     """The kernel `name` of `tile` with `stages` stages, and without its `persistent` line
     unless `persistent`."""
@@ -245,6 +247,7 @@ def rescheduled(tile: str, name: str, stages: int, persistent: bool = False):
     return k, compiled.launches[0], compiled.source_for((k,))
 
 
+@functools.cache  # the tuned file is compiled once, not once per size
 def kernel_of(tile: str, name: str):
     compiled = driver.compile_file(Path(tile))
     for k, launch in zip(compiled.kernels, compiled.launches):
@@ -351,10 +354,10 @@ def main() -> None:
                 split, per_sm, stages = (int(v) for v in spec.split(":"))
                 k_np, launch_np, source_np = rescheduled(args.tile, name, stages)
                 label = f"{split} slices, {per_sm} a SM, {stages} stages (wrong on purpose)"
-                src = stamped(split_source(source_np, split, per_sm))
-                variants.append((label, k_np, launch_np, src, False, split))
+                sliced = split_source(source_np, split, per_sm)
+                variants.append((label, k_np, launch_np, stamped(sliced), False, split))
                 if args.rotate:
-                    src = stamped(rotated(split_source(source_np, split, per_sm)))
+                    src = stamped(rotated(sliced))
                     variants.append((label + ", rotated", k_np, launch_np, src, False, split))
             if args.show:
                 for label, *_, src, _, _ in variants:
