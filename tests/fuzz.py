@@ -225,7 +225,7 @@ LAYOUTS = ("row", "col", "auto", "none", "rowcol")
 DIRECTIVE_NAMES = (
     "kernel block mma coarsen stages copy pad swizzle sync load_order accumulate epilogue "
     "epilogue_via target attributes fragment_buffers warp_specialize persistent cluster "
-    "swap_operands"
+    "swap_operands split_k"
 ).split()
 WORDS = (
     DIRECTIVE_NAMES
@@ -285,6 +285,7 @@ DIRECTIVES: dict[str, tuple[str, ...]] = {
         "warp_specialize cooperative",
     ),
     "persistent": ("persistent", "persistent stream_k"),
+    "split_k": ("split_k 2", "split_k 3", "split_k 1"),
     "cluster": ("cluster 2 x 1", "cluster 1 x 2", "cluster 2 x 2", "cluster 1 x 1"),
     "swap_operands": ("swap_operands",),
     "pad": ("pad auto", "pad none", "pad xor", "pad A 8, B 8", "pad A 16, B 0", "pad A 24, B 8"),
@@ -351,6 +352,11 @@ ODD_DIRECTIVES: tuple[str, ...] = (
     "persistent 2",
     "persistent stream_k stream_k",
     "persistent streamk",
+    "split_k 0",
+    "split_k 65",
+    "split_k {2, 3}",
+    "split_k two",
+    "split_k 2 2",
     "warp_specialize pingpong persistent stream_k",
     "cluster 4 x 4",
     "cluster 3 x 1",

@@ -32,6 +32,7 @@ CASES = [
     "hopper/stream_k",  # persistent stream_k: the shares, the partial sums and their flags
     "hopper/stream_k_aligned",  # ... taken last tile first, the owner at the tile's last step
     "hopper/few_tokens_swapped",  # swap_operands: the transpose's operands, the caller's order
+    "hopper/split_k",  # split_k: a block per slice, the partial sums, the tile's ticket
 ]
 
 

@@ -296,6 +296,7 @@ DIRECTIVE_ARGS = {
     "copy": st.one_of(spaced(words("async", "sync"), VALUES), words("tma")),
     "warp_specialize": st.just(""),
     "persistent": st.just(""),
+    "split_k": VALUES,
     "cluster": shape(2),
     "swap_operands": st.just(""),
     "pad": st.one_of(words("auto", "none", "xor"), commas(spaced(NAMES, VALUES))),

@@ -118,6 +118,19 @@ def test_the_swapped_few_token_kernels_take_a_linear_weight_as_it_is() -> None:
         assert torch.equal(f(x, w).double(), exact(x, w.t()))
 
 
+def test_the_split_k_kernel_as_an_op_takes_its_workspace_from_the_launcher() -> None:
+    """examples/hopper/split_k.tile (`split_k 2`: a block per slice, the last ticket adds)
+    under torch.compile: the workspace and the tickets are the launcher's, grown for a
+    larger grid; the same bits on every call."""
+    op = tiledsl.torch.register(EXAMPLES / "hopper" / "split_k.tile", "split")
+    f = torch.compile(lambda x, w: op(x, w.t()), fullgraph=True)
+    for tokens, n, k in ((1, 256, 512), (16, 4096, 1024), (5, 1000, 264)):
+        x, w = ints(14, (tokens, k)), ints(15, (n, k))
+        first = f(x, w)
+        assert torch.equal(first.double(), exact(x, w.t()))
+        assert torch.equal(f(x, w), first)
+
+
 def test_a_name_is_bound_to_one_kernel(hgemm_op) -> None:
     assert tiledsl.torch.register(hgemm_op_kernel(), "test_hgemm_again") is not None
     with pytest.raises(ArgumentError) as err:

@@ -274,6 +274,15 @@ def _threads(kernel: KernelIR) -> list[str]:
             "of f32 partial sums and a flag per block of the grid, in global memory (the "
             "launcher allocates them once); every block resident (the persistent grid)"
         )
+    if kernel.grid_split:
+        bm, bn, _ = s.block
+        out.append(
+            f"  split-K  a block per slice of every tile, {kernel.grid_split} slices of its K "
+            f"steps; workspace: {bm * bn * 4} bytes of f32 partial sums per block and a "
+            "ticket counter per tile, in global memory (the launcher allocates them for the "
+            "largest grid launched); the last slice of a tile to finish adds them in slice "
+            "order; no block waits for another"
+        )
     out.append("")
     return out
 
@@ -564,6 +573,8 @@ def schedule_line(kernel: KernelIR) -> str:
     if s.persistent:
         kind = f" {s.split_word}" + (f" {s.split_k}" if s.split_k else "")
         parts.append("persistent" + (kind if s.split_word else ""))
+    if s.grid_split:
+        parts.append(f"split_k {s.grid_split}")
     if s.cluster_size > 1:
         parts.append(f"cluster {s.cluster[0]}x{s.cluster[1]}")
     pads = ", ".join(

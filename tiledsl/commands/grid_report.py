@@ -36,7 +36,10 @@ def visible_sms() -> tuple[int, str]:
 
 
 def grid_lines(kernel: KernelIR, size: tuple[int, int, int], sms: int, whose: str) -> list[str]:
-    """The report's lines for a persistent kernel at `size` on `sms` SMs (none otherwise)."""
+    """The report's lines for a persistent or split kernel at `size` on `sms` SMs (none
+    otherwise)."""
+    if kernel.grid_split:
+        return _split_lines(kernel, size, sms, whose)
     if not kernel.persistent:
         return []
     env = kernel.gemm.as_written.size_env(*size)  # the caller's M x N x K
@@ -67,6 +70,26 @@ def grid_lines(kernel: KernelIR, size: tuple[int, int, int], sms: int, whose: st
             )
         return [*out, f"    {head}{text}", ""]
     return [*out, f"    {head}{_shared(kernel, tiles, blocks, k_steps, unit, fill)}", ""]
+
+
+def _split_lines(kernel: KernelIR, size: tuple[int, int, int], sms: int, whose: str) -> list[str]:
+    """`split_k S`: the tiles' slices, each a block, from the kernel's own expressions."""
+    env = kernel.gemm.as_written.size_env(*size)
+    for name, e in grid_vars(kernel).items():
+        env[name] = int(evaluate(e, env))
+    slices = kernel.grid_split
+    tiles = env["tiles_m"] * env["tiles_n"]
+    k_steps = -(-int(evaluate(kernel.gemm.k, env)) // kernel.schedule.block[2])
+    widths = sorted({(s + 1) * k_steps // slices - s * k_steps // slices for s in range(slices)})
+    steps = "-".join(str(w) for w in (widths[0], widths[-1]) if len(widths) > 1) or str(widths[0])
+    shown = "x".join(map(str, size))
+    return [
+        f"  the grid at {shown} on {sms} SMs ({whose})",
+        f"    {tiles} tiles in {slices} slices of {steps} K steps ({k_steps} a tile): "
+        f"{tiles * slices} blocks, {tiles * slices / sms:.2f} per SM; the hardware hands "
+        "them to the SMs as earlier ones finish, and no block waits for another",
+        "",
+    ]
 
 
 def _rounds(count: int) -> str:

@@ -183,7 +183,7 @@ __device__ __forceinline__ void cp_async_wait() {
             notes["copy"],
             *(
                 notes[name]
-                for name in ("warp_specialize", "persistent", "cluster")
+                for name in ("warp_specialize", "persistent", "split_k", "cluster")
                 if name in notes
             ),
             notes["pad"],
@@ -724,6 +724,8 @@ def _block_tile(k: KernelIR) -> list[str]:
         pid = "const int pid = blockIdx.x;  // " + (
             "the block's first tile (persistent: blocks step by gridDim.x)"
             if k.persistent
+            else "a slice of a tile: tiles_m x tiles_n x SPLIT_K blocks"
+            if k.grid_split
             else "one block per tile: tiles_m x tiles_n blocks"
         )
     out = [pid]
@@ -732,6 +734,8 @@ def _block_tile(k: KernelIR) -> list[str]:
     raster = " ".join(str(x) for x in k.raster if x)
     if k.persistent:  # each tile of the loop maps its own (tiledsl.passes.warp_specialization)
         return [*out, f"// swizzle {raster}: inside the tile loop"]
+    if k.grid_split:  # the body maps pid to its tile and slice
+        return [*out, f"// swizzle {raster}: of the tile pid / SPLIT_K, below"]
     out.append(f"// swizzle {raster}: which tile this block computes")
     return out + [f"const int {name} = {to_c(e)};" for name, e in tile_steps(k).items()]
 

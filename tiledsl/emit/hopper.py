@@ -44,6 +44,7 @@ from ..ir.nodes import (
     PartialStore,
     ProxyFence,
     Roles,
+    Ticket,
     TmaLoad,
     TmaStore,
     TmaStoreWait,
@@ -160,6 +161,30 @@ __device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
 }
 """
 
+NAMED_BARRIER_HELPER = """\
+// Until `threads` threads (whole warps) have reached named barrier `id`.
+__device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
+    asm volatile("bar.sync %0, %1;\\n" :: "r"(id), "r"(threads) : "memory");
+}
+"""
+
+TICKET_HELPERS = """\
+// split_k's ticket of a tile (the first consumer thread's): an atomic add at GPU scope whose
+// release orders this block's partial sum (written before the consumers' named barrier)
+// before the tickets drawn after it, and whose acquire orders the partial sums of the
+// tickets drawn before it before this block's reads. The slice that draws the last ticket
+// resets the counter, so that every launch finds the counters as it leaves them: zero.
+__device__ __forceinline__ unsigned take_ticket(unsigned* counter, unsigned slices) {
+    unsigned drawn;
+    asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;\\n" : "=r"(drawn) : "l"(counter)
+                 : "memory");
+    if (drawn == slices - 1) {
+        asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\\n" :: "l"(counter) : "memory");
+    }
+    return drawn;
+}
+"""
+
 DIVISOR_HELPERS = """\
 // A value the host computed for this launch (tiledsl.passes.launch_scalars) with the two
 // constants that divide by it without a divide instruction (tiledsl.ir.divisors):
@@ -248,7 +273,10 @@ def constants(k: KernelIR) -> list[str]:
         else []
     )
     split = (
-        f"constexpr int SPLIT_K = {k.split_k};  // persistent split_k: a last round's tiles "
+        f"constexpr int SPLIT_K = {k.grid_split};  // split_k: a block per slice of every "
+        "tile's K steps (tiles x SPLIT_K blocks); the last slice to finish adds them"
+        if k.grid_split
+        else f"constexpr int SPLIT_K = {k.split_k};  // persistent split_k: a last round's tiles "
         "are cut into SPLIT_K slices of their K steps when a block per slice fits the grid"
         if k.split_k
         else f"constexpr int SK_PARTS = {SK_PARTS};  // persistent stream_k_aligned: a block's "
@@ -267,7 +295,7 @@ def constants(k: KernelIR) -> list[str]:
             "constexpr int PARTIAL_FLOATS = BM * BN;  // a block's partial sum in the workspace: "
             "every consumer thread's accumulators",
         ]
-        if k.stream_k
+        if k.hands_over
         else []
     )
     return (
@@ -301,6 +329,11 @@ def prologue(k: KernelIR) -> list[str]:
         out.append(
             f"unsigned long long* {m.name} = reinterpret_cast<unsigned long long*>(smem + "
             f"{offsets[m.name]});  // {m.purpose}"
+        )
+    if k.grid_split:
+        out.append(
+            f"unsigned* ticket_box = reinterpret_cast<unsigned*>(smem + {k.ticket_box_offset()});"
+            "  // split_k: the tile's ticket, from the first consumer thread to the others"
         )
     out.append("if (threadIdx.x == 0) {")
     # one loop per array length: the stages' barriers, then (pingpong) the teams' turns
@@ -409,6 +442,14 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
             return [f"named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // {s.reason}"]
         case PartialStore() | PartialAdd():
             return _partial(emitter, k, s)
+        case Ticket():
+            return [
+                f"if (threadIdx.x == 0) *ticket_box = take_ticket(&tickets[{emitter.expr(s.slot)}]"
+                f", SPLIT_K);  // {s.reason}",
+                "named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // every consumer thread "
+                "reads the ticket after its acquire",
+                f"const int {s.var} = *ticket_box;",
+            ]
         case FlagSignal() | FlagWait():
             call = "signal_flag" if isinstance(s, FlagSignal) else "wait_flag"
             return [f"if (threadIdx.x == 0) {call}(&flags[{emitter.expr(s.slot)}]);  // {s.reason}"]

@@ -156,6 +156,9 @@ class Launch:
     # `workspace` (PARTIAL_FLOATS f32 per block) and `flags` (one per block, zero) arguments
     stream_k: bool = False
     partial_floats: int = 0
+    # `split_k S`: a block per slice of every tile (the grid), the `workspace` (PARTIAL_FLOATS
+    # f32 per block) and `tickets` (one per tile, zero) arguments
+    grid_split: int = 0
     # grid-wide values computed per launch, in order (tiledsl.passes.launch_scalars): the
     # tile counts first, then the kernel's; those passed are parameters after the sizes
     scalars: tuple[LaunchScalar, ...] = ()
@@ -225,6 +228,19 @@ class Launch:
                     }
                 }
                 if self.stream_k
+                else {}
+            ),
+            **(
+                {
+                    "split_k": {
+                        "slices": self.grid_split,
+                        "workspace": f"grid_x * {self.partial_floats} floats (f32, any "
+                        "contents): each slice's partial sum",
+                        "tickets": f"grid_x / {self.grid_split} unsigned ints, zero before "
+                        "the first launch; each launch leaves them zero",
+                    }
+                }
+                if self.grid_split
                 else {}
             ),
             **(
@@ -323,6 +339,8 @@ def launch_of(kernel: KernelIR) -> Launch:
         *((op.name, f"const {C_TYPES[op.dtype]}*") for op in g.extras),
         # persistent stream_k: the partial sums and the flags that hand them over
         *((("workspace", "float*"), ("flags", "unsigned*")) if kernel.stream_k else ()),
+        # split_k: the partial sums and the tickets that say which slice adds them
+        *((("workspace", "float*"), ("tickets", "unsigned*")) if kernel.grid_split else ()),
         *((name, "int") for name in written.size_args),
         # launch-scalars: what the host computes per launch and the kernel reads
         *(
@@ -347,8 +365,9 @@ def launch_of(kernel: KernelIR) -> Launch:
         kernel.cluster_size,
         stream_k=kernel.stream_k,
         partial_floats=kernel.schedule.block[0] * kernel.schedule.block[1]
-        if kernel.stream_k
+        if kernel.hands_over
         else 0,
+        grid_split=kernel.grid_split,
         scalars=_scalars(kernel),
     )
 

@@ -86,6 +86,8 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
         notes["warp_specialize"] = ("warp_specialize", _specializing(k))
     if s.persistent:
         notes["persistent"] = ("persistent", _persisting(k))
+    if s.grid_split:
+        notes["split_k"] = (f"split_k {s.grid_split}", _splitting(k))
     if s.cluster_size > 1 or "cluster" in s.written:  # a written `cluster 1 x 1` too
         notes["cluster"] = (f"cluster {s.cluster[0]} x {s.cluster[1]}", _clustering(k))
     epilogue = Epilogue.of(s, k.gemm)
@@ -164,6 +166,18 @@ def _persisting(k: KernelIR) -> str:
         "one block per SM (gridDim.x, read at launch), each looping over tiles "
         "pid, pid + gridDim.x, ... in the swizzle's order; the producer runs into the next "
         "tile's loads while the consumers store C"
+    )
+
+
+def _splitting(k: KernelIR) -> str:
+    if not k.grid_split:
+        return f"{LATER}: one block per tile"
+    return (
+        "a block per slice of every tile (tiles x SPLIT_K blocks): block pid computes K steps "
+        "[k_lo, k_hi) of tile pid / SPLIT_K, stores its partial sum in the workspace and "
+        "takes a ticket of its tile; the slice that draws the last one adds the SPLIT_K "
+        "partial sums in slice order (the same bits whichever slice finishes last) and "
+        "stores C. No block waits for another"
     )
 
 

@@ -15,7 +15,14 @@ from ..errors import Collector
 from ..ir.dtypes import DTYPE_NAMES
 from ..ir.expr import Const
 from ..ir.gemm import LAYOUTS, Gemm
-from ..ir.nodes import DTYPE_BYTES, SMEM_ALIGN, lanes_per_warp, swizzle_panel, xor_geometry
+from ..ir.nodes import (
+    DTYPE_BYTES,
+    SMEM_ALIGN,
+    TICKET_BOX_BYTES,
+    lanes_per_warp,
+    swizzle_panel,
+    xor_geometry,
+)
 from ..ir.schedule import Schedule
 from ..ir.targets import DEFAULT_TARGET, TARGETS, Target
 from ..limits import GRID_Y_MAX, dim_problem
@@ -411,6 +418,7 @@ def shared_memory_bytes(sched: Schedule, gemm: Gemm, staged_c: bool) -> int:
     if end and sched.warp_specialize:
         end += 2 * 8 * sched.stages  # a `full` and an `empty` mbarrier per stage
         end += 8 * sched.teams if sched.teams > 1 else 0  # pingpong: a `turn` per team
+        end += TICKET_BOX_BYTES if sched.grid_split else 0  # split_k: the ticket's word
     elif end and sched.copy_mode == "tma":
         end += 8 * sched.stages  # `copy tma` alone: a `full` mbarrier per stage
     return end + path.smem_slack if end else end

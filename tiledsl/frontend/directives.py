@@ -49,6 +49,8 @@ def read_directives(
             if len(errs.diagnostics) > before:
                 invalid.add(d.name)
     pads = values.pop("_pads", {})
+    if values.get("grid_split") and values.get("persistent"):
+        _persistent_split(values, seen, errs)
     stages = values.get("stages", 2)
     defaults = {"copy_mode": "async" if stages >= 2 else "sync"}
     written = frozenset(seen)
@@ -162,6 +164,33 @@ def _read_persistent(d, errs):
         return {}
     # split-K runs on the stream-K fix-up: slices are pieces, their first block the owner
     return {"persistent": True, "stream_k": True, "split_k": v[0]}
+
+
+def _read_split_k(d, errs):
+    """`split_k S` (no `persistent`): a block per slice of each tile's K steps, the last
+    slice to finish adding them (tiledsl.ir.grid.grid_split_steps). 1: no split, so that a
+    space may write `split_k {1, 2}`."""
+    v = _ints(d, 1, errs, minimum=1, maximum=MAX_SPLIT_K)
+    if v is None or v[0] == 1:
+        return {}
+    return {"grid_split": v[0]}
+
+
+def _persistent_split(values: dict, seen: dict, errs: Collector) -> None:
+    """`split_k S` beside `persistent`: the persistent kernel's split of its last round,
+    `persistent split_k S` (which `persistent` followed by `split_k S` on the next line
+    also reads as: a newline separates words like a space), whichever comes first."""
+    slices = values.pop("grid_split")
+    if values.get("stream_k"):
+        kind = "stream_k_aligned" if values.get("aligned") else "stream_k"
+        errs.add(
+            seen["split_k"].loc,
+            f"split_k {slices} and persistent {kind} each cut the tiles along K, in two "
+            "different ways",
+            f"keep `persistent {kind}`, or write `persistent split_k {slices}` alone",
+        )
+        return
+    values.update(stream_k=True, split_k=slices)
 
 
 def _read_coarsen(d, errs):
@@ -349,6 +378,7 @@ _READERS = {
         "pingpong": _word(d) == "pingpong",
     },
     "persistent": lambda d, errs: _read_persistent(d, errs),
+    "split_k": _read_split_k,
     "cluster": _read_cluster,
     "swap_operands": lambda d, errs: {"swap_operands": True},
     "sync": _simple("sync"),
@@ -365,6 +395,8 @@ _LIMITS = {
     "shared-memory slot, and the prologue is unrolled and analysed once per stage)",
     "persistent": f"more than {MAX_SPLIT_K} slices of one tile's K steps never pay (each "
     "slice's partial sum is BM x BN floats through global memory)",
+    "split_k": f"more than {MAX_SPLIT_K} slices of one tile's K steps never pay (each "
+    "slice's partial sum is BM x BN floats through global memory)",
     "swizzle": f"a group or panel of more than {MAX_SWIZZLE} block tiles never pays (and "
     "its products with the tile counts must fit the kernel's 32-bit int)",
 }
@@ -377,5 +409,6 @@ _HINTS = {
     "stages": "stages is 0 (no shared memory), 1 (one tile), or ≥ 2 (a pipeline)",
     "persistent": "split_k takes the slices of a tile's K steps, 2 or more, e.g. "
     "`persistent split_k 2`",
+    "split_k": "split_k takes the slices of each tile's K steps, e.g. `split_k 2` (1: no split)",
     "swizzle": "e.g. `swizzle grouped 8`, `swizzle snake 8`, `swizzle zigzag 2` or `swizzle none`",
 }

@@ -36,6 +36,7 @@ def uses_hopper_pipeline(sched: Schedule) -> bool:
         sched.copy_mode == "tma"
         or sched.warp_specialize
         or sched.persistent
+        or sched.grid_split > 0
         or sched.cluster_size > 1
         or sched.epilogue_via == "tma"
     )
@@ -50,6 +51,7 @@ def check_hopper(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -
             ("copy", sched.copy_mode == "tma"),
             ("warp_specialize", sched.warp_specialize),
             ("persistent", sched.persistent),
+            ("split_k", sched.grid_split > 0),
             ("cluster", sched.cluster_size > 1),
             ("epilogue_via", True),
         )
@@ -88,6 +90,8 @@ def _check_together(sched: Schedule, errs: Collector) -> None:
             "persistent is built for warp-specialized kernels only",
             "add `copy tma` and `warp_specialize`",
         )
+    if sched.grid_split:
+        _check_grid_split(sched, errs)
     if sched.pingpong and not sched.persistent:
         errs.add(
             sched.loc("warp_specialize"),
@@ -108,6 +112,25 @@ def _check_together(sched: Schedule, errs: Collector) -> None:
             sched.loc("stages"),
             f"a TMA pipeline needs stages ≥ 2 (this schedule has stages {sched.stages})",
             "write `stages 4`",
+        )
+
+
+def _check_grid_split(sched: Schedule, errs: Collector) -> None:
+    """`split_k S`: a block per slice, on the warp-specialized pipeline of one tile a block."""
+    loc = sched.loc("split_k")
+    if not sched.warp_specialize:
+        errs.add(
+            loc,
+            "split_k is built for warp-specialized kernels only (the consumer warpgroups "
+            "hand their partial sums over)",
+            "add `copy tma` and `warp_specialize`",
+        )
+    if sched.cluster_size > 1:
+        errs.add(
+            loc,
+            "split_k in thread-block clusters is not built yet (a cluster's blocks would "
+            "take tickets for tiles they share)",
+            "drop `cluster`",
         )
 
 

@@ -232,6 +232,8 @@ USAGE = {
     "tiles last first: all of them start at K step 0) or `split_k S` (its tiles in S slices "
     "of K, e.g. `split_k 2`); a space may write `persistent {tiles, stream_k, "
     "stream_k_aligned, split_k 2}`",
+    "split_k": "split_k takes one number, the slices of each tile's K steps, e.g. split_k 2 "
+    "(a block per slice; the last slice to finish adds them), or a set, split_k {1, 2, 4}",
     "cluster": "a thread-block cluster is written CM x CN (blocks along M and N), "
     "e.g. cluster 2 x 1",
     "swap_operands": "swap_operands takes nothing: the kernel computes C^T = B^T A^T (block, "

@@ -169,6 +169,9 @@ DIRECTIVES = (
     "fragment_buffers",
     "copy",
     "warp_specialize",
+    # split_k before persistent: `persistent` followed by `split_k S` would read back as
+    # the one directive `persistent split_k S`
+    "split_k",
     "persistent",
     "cluster",
     "swap_operands",

@@ -339,6 +339,8 @@ class Launcher:
         # the flags start at zero and every launch leaves them so (launches that may overlap
         # -- on two streams at once -- need a launcher each)
         self.scratch = {}
+        if launch.grid_split:  # split_k: sized by the first launch's grid, grown as needed
+            self.scratch = {"workspace": cupy.empty(0, cupy.float32), "tickets": None}
         if launch.stream_k:
             blocks = sms or 0
             self.scratch = {
@@ -366,6 +368,19 @@ class Launcher:
         if ctype == "float":  # an epilogue's runtime alpha or beta
             return _SCALAR
         return _POINTER if ctype.endswith("*") else _SIZE
+
+    def _hold_split(self, blocks: int) -> None:
+        """`split_k`: a workspace slot for each of the grid's blocks and a ticket counter for
+        each tile, zero (every launch leaves them so). A larger grid gets new ones; the
+        launches built before keep theirs (their argument tuples hold them)."""
+        import cupy
+
+        if self.scratch["workspace"].size >= blocks * self.launch.partial_floats:
+            return
+        self.scratch = {
+            "workspace": cupy.empty(blocks * self.launch.partial_floats, cupy.float32),
+            "tickets": cupy.zeros(-(-blocks // self.launch.grid_split), cupy.uint32),
+        }
 
     def __call__(self, arrays: dict, sizes: dict[str, int]) -> None:
         """Launch on CuPy arrays, on CuPy's current stream."""
@@ -407,6 +422,8 @@ class Launcher:
             for s in staging.plan(self.launch, dims)
         }
         grid = self.launch.grid_dims(dims, self.sms)
+        if self.launch.grid_split:
+            self._hold_split(grid[0])
         # what the host computes once per launch for the kernel (tiledsl.passes.launch_scalars)
         scalars = self.launch.scalar_values(dims, grid[0]) if self.launch.scalars else {}
         args: list = []

@@ -8,7 +8,10 @@ model gives them.
     fix.signal(agent, slot)              # FlagSignal: the first thread releases flags[slot]
     fix.wait(agent, slot)                # FlagWait: the first thread acquires it, clears it
     fix.add(agent, slot, frags)          # PartialAdd: every consumer thread reads it
-    fix.check_end()                      # after the grid: every flag clear, every sum read
+    fix.ticket(agent, slot, slices)      # Ticket (split_k): the first thread's atomic add,
+                                         # handed to every consumer thread; the ticket drawn
+    fix.check_end()                      # after the grid: every flag clear, every counter
+                                         # zero, every sum read
 
 A consumer role runs all of its threads at once, so the order between its threads is
 modelled by what each statement leaves unordered: a partial sum written by every thread
@@ -16,6 +19,15 @@ is ordered before the first thread's release only by a `consumers` barrier betwe
 them, and the first thread's acquire before the other threads' reads only by one after
 it. A read of a partial sum needs the acquire of its flag (happens-before through the
 release), which is the race check; a wait on a flag that no block sets is a deadlock.
+
+A ticket (`split_k`) is an atomic add with acquire and release: it releases the partial
+sums its block stored before it (ordered before it by a `consumers` barrier) to the
+tickets of the same counter drawn after it, and acquires those released by the tickets
+drawn before it; the consumers' barrier that hands the ticket to every thread orders their
+reads after that acquire. A block may read back its own partial sums (the same threads
+wrote them). The interpreter runs a split's grid in several block orders (forward,
+backward, shuffled: tiledsl.interp.interpreter), so that each slice draws the last ticket
+in some run, and the runs must agree bit for bit.
 
 The blocks of a stream-K grid run from the last to the first: a tile's owner waits on the
 blocks after it, which have run by then (`stream_k_aligned`: from the first to the last,
@@ -41,6 +53,8 @@ class _Ordering:
     unordered_store: bool = False  # every thread wrote a partial sum since the last barrier
     acquired: set[int] = field(default_factory=set)  # flags the first thread acquired
     unordered_acquire: set[int] = field(default_factory=set)  # ... since the last barrier
+    stored: set[int] = field(default_factory=set)  # slots its threads wrote, not yet released
+    agent: object = None  # whose (kept alive: the orderings are keyed by its id)
 
 
 @dataclass
@@ -50,9 +64,15 @@ class FixUps:
     flags: dict[int, int] = field(default_factory=dict)
     orderings: dict[int, _Ordering] = field(default_factory=dict)  # by agent id
     handed_over: int = 0  # partial sums read by an owner
+    counters: dict[int, int] = field(default_factory=dict)  # split_k's tickets drawn per tile
+    released: dict[int, set[int]] = field(default_factory=dict)  # slots released per counter
 
     def _of(self, agent) -> _Ordering:
-        return self.orderings.setdefault(id(agent), _Ordering())
+        ordering = self.orderings.get(id(agent))
+        if ordering is None:
+            # the ordering holds its agent, so that no later block's agent gets its id
+            ordering = self.orderings[id(agent)] = _Ordering(agent=agent)
+        return ordering
 
     def store(self, agent, slot: int, frags: dict[str, np.ndarray], who: str) -> None:
         if slot in self.partials:
@@ -62,7 +82,10 @@ class FixUps:
             )
         self.partials[slot] = {name: f.copy() for name, f in frags.items()}
         self.writers[slot] = who
-        self._of(agent).unordered_store = True
+        ordering = self._of(agent)
+        ordering.unordered_store = True
+        ordering.stored.add(slot)
+        ordering.acquired.add(slot)  # its own threads read it back in program order
 
     def barrier(self, agent) -> None:
         ordering = self._of(agent)
@@ -91,12 +114,36 @@ class FixUps:
         ordering.acquired.add(slot)
         ordering.unordered_acquire.add(slot)
 
+    def ticket(self, agent, slot: int, slices: int, who: str) -> int:
+        """The ticket the block draws from counter `slot`: it releases the partial sums the
+        block stored to the tickets drawn after it and acquires those of the tickets drawn
+        before it; the last (slices - 1) resets the counter for the next launch."""
+        ordering = self._of(agent)
+        if ordering.unordered_store:
+            raise RaceError(
+                f"{who}: the first consumer thread takes a ticket of tiles[{slot}] while the "
+                "other threads' partial sums may still be on their way to the workspace: a "
+                "`barrier.consumers` between the partial store and the ticket is missing"
+            )
+        drawn = self.counters.get(slot, 0)
+        released = self.released.setdefault(slot, set())
+        ordering.acquired |= released  # the acquire (the ticket's barrier orders every read)
+        released |= ordering.stored
+        ordering.stored = set()
+        if drawn + 1 == slices:
+            self.counters[slot] = 0  # the last ticket: reset for the next launch
+            self.released.pop(slot)
+        else:
+            self.counters[slot] = drawn + 1
+        return drawn
+
     def add(self, agent, slot: int, frags: dict[str, np.ndarray], who: str) -> None:
         ordering = self._of(agent)
         if slot not in ordering.acquired:
             raise RaceError(
-                f"{who} reads workspace slot {slot} without waiting on flags[{slot}]: "
-                "nothing orders the read after the other block's partial store"
+                f"{who} reads workspace slot {slot} without waiting on flags[{slot}] or "
+                "drawing a ticket after its writer's: nothing orders the read after the "
+                "other block's partial store"
             )
         if slot in ordering.unordered_acquire:
             raise RaceError(
@@ -119,6 +166,13 @@ class FixUps:
             raise InterpreterError(
                 f"the kernel ends with flags[{left[0]}] set: the next launch's owner would "
                 "read a stale partial sum (no block waited on it)"
+            )
+        drawn = sorted(slot for slot, count in self.counters.items() if count)
+        if drawn:
+            raise InterpreterError(
+                f"the kernel ends with {self.counters[drawn[0]]} ticket(s) of tiles[{drawn[0]}] "
+                "drawn: the next launch's slices would count from there, and none would add "
+                "the tile's partial sums"
             )
         if self.partials:
             slot = min(self.partials)

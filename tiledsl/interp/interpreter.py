@@ -52,6 +52,7 @@ The executor leans on modules of one concern each:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,6 +88,7 @@ from ..ir.nodes import (
     Roles,
     SharedTile,
     StoreFrag,
+    Ticket,
     Tile,
     TmaLoad,
     TmaStore,
@@ -290,7 +292,7 @@ def interpret(
             for name, a in arrays.items():
                 a[...] = initial[name]
         rng = np.random.default_rng([seed, number])
-        stats = _Interpreter(kernel, arrays, sizes, rng, blocks).run()
+        stats = _Interpreter(kernel, arrays, sizes, rng, blocks, number).run()
         if count == 1:
             break
         out = {name: a.tobytes() for name, a in arrays.items()}
@@ -314,8 +316,10 @@ class _Interpreter:
         sizes: dict[str, int],
         rng: np.random.Generator,
         blocks: int | None = None,
+        schedule: int = 0,
     ):
         self.kernel = kernel
+        self.schedule = schedule  # which run of the roles' interleavings (and block orders)
         self.arrays = arrays
         self.sizes = dict(sizes)
         self.rng = rng
@@ -350,7 +354,7 @@ class _Interpreter:
         tiles = (
             grid["tiles_m"] * grid["tiles_n"] if size == 1 else grid["ctiles_m"] * grid["ctiles_n"]
         )
-        blocks = tiles
+        blocks = tiles * max(self.kernel.grid_split, 1)  # split_k: a block per slice
         if self.kernel.persistent:
             default = -(-PERSISTENT_BLOCKS // size)
             if self.blocks is not None:
@@ -366,21 +370,33 @@ class _Interpreter:
                 f"{blocks * size} blocks: more than the grid's x axis (blockIdx.x)"
             )
         # a persistent block finds its tiles in its loop over them; the others have one
-        mapping = {} if self.kernel.persistent else tile_steps(self.kernel)
+        mapping = {} if self.kernel.maps_own_tiles else tile_steps(self.kernel)
         # stream-K: the last block first, so that a tile's owner finds the partial sums of
         # the blocks after it handed over (tiledsl.interp.fixups); stream_k_aligned's
         # owners add those of the blocks before them: the first block first
         backwards = self.kernel.stream_k and not self.kernel.aligned
-        order = range(blocks - 1, -1, -1) if backwards else range(blocks)
+        order: Iterable[int] = range(blocks - 1, -1, -1) if backwards else range(blocks)
+        if self.kernel.grid_split:  # no block waits on another: any order, the same bits
+            order = self._split_order(blocks)
         for bz, pid in itertools.product(range(batches), order):
             if size > 1:
                 self._run_cluster(grid, mapping, bz, pid)
             else:
                 self._run_block(grid, mapping, bz, pid)
-        if self.kernel.stream_k:
+        if self.kernel.hands_over:
             self.fixups.check_end()
             self.stats.partial_sums = self.fixups.handed_over
         return self.stats
+
+    def _split_order(self, blocks: int) -> list[int]:
+        """`split_k`'s blocks in this run's order: forward in the first run, backward in the
+        second (with two slices, each slice of every tile draws the last ticket in one of
+        them), shuffled in the others; the runs' results are compared bit for bit."""
+        if self.schedule == 0:
+            return list(range(blocks))
+        if self.schedule == 1:
+            return list(range(blocks - 1, -1, -1))
+        return [int(b) for b in self.rng.permutation(blocks)]
 
     def _run_block(self, grid: dict, mapping: dict, bz: int, pid: int) -> None:
         units = self.arena_bytes // UNIT
@@ -836,7 +852,7 @@ class _Interpreter:
                 self._block_barrier(ag, s)
             case Barrier(scope="consumers"):  # stream-K's hand-over (tiledsl.interp.fixups)
                 self._fix_up(ag, s)
-            case PartialStore() | PartialAdd() | FlagSignal() | FlagWait():
+            case PartialStore() | PartialAdd() | FlagSignal() | FlagWait() | Ticket():
                 self._fix_up(ag, s)
             case Barrier():
                 ag.blk.races.warp_barrier(ag.env.get("warp", slice(None)))  # the agent's warps
@@ -911,6 +927,8 @@ class _Interpreter:
                 self.fixups.signal(ag, slot, who)
             case FlagWait():
                 self.fixups.wait(ag, slot, who)
+            case Ticket():
+                ag.env[s.var] = self.fixups.ticket(ag, slot, s.slices, who)
 
     def _loop(self, ag: _Agent, s: For):
         start, stop = int(evaluate(s.start, ag.env)), int(evaluate(s.stop, ag.env))

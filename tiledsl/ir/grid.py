@@ -14,6 +14,9 @@ the launcher (the grid size), so all three visit the same tiles in one order.
                 narrower); blocks walk a panel row by row, and odd panels walk M in reverse
                 (the S4000 write-up's N_SWIZZLE order)
 
+With `split_k S` (`grid_split_steps`) the grid has a block per slice of each tile: block
+pid computes slice pid % S of tile pid / S, the tile's place in the raster as pid's would be.
+
 A persistent block (`persistent`) takes tiles pid, pid + blocks, ... of that order. With
 `persistent stream_k` (`stream_k_split`) the tiles of a last round that would leave many
 SMs idle (`last_wave`, when it fills at most SK_MAX_FILL percent of the grid) are cut
@@ -57,8 +60,11 @@ def grid_vars(kernel: KernelIR) -> dict[str, Expr]:
 
 
 def grid_size(kernel: KernelIR) -> Expr:
-    """Blocks of one product: a block per tile (in clusters, every cluster tile's blocks)."""
+    """Blocks of one product: a block per tile (in clusters, every cluster tile's blocks;
+    with `split_k S`, a block per slice of every tile)."""
     tiles = grid_vars(kernel)
+    if kernel.grid_split:
+        return tiles["tiles_m"] * tiles["tiles_n"] * Const(kernel.grid_split, "SPLIT_K")
     if kernel.cluster_size > 1:
         return tiles["ctiles_m"] * tiles["ctiles_n"] * Const(kernel.cluster_size, "CLUSTER_SIZE")
     return tiles["tiles_m"] * tiles["tiles_n"]
@@ -148,6 +154,23 @@ def raster_steps(kind: str, param: int) -> dict[str, Expr]:
             "bn": first_n + idx % width,
         }
     return {"bm": PID // TILES_N, "bn": PID % TILES_N}
+
+
+def grid_split_steps(steps: Expr, slices: int) -> dict[str, Expr]:
+    """`split_k S`: named steps from the block's `pid` to its tile (`tile`, in the raster
+    order) and its slice of the tile's K steps (`steps`, the name k_steps), [k_lo, k_hi).
+    Block pid is slice pid % S of tile pid / S, so a tile's slices are neighbours in the
+    grid (the hardware starts them together, and they read the tile's rows of A at once);
+    slice s takes steps [s * k_steps / S, (s + 1) * k_steps / S), none when K has fewer
+    steps than slices. Each slice's partial sum is workspace slot pid."""
+    count, k_steps, piece = Const(slices, "SPLIT_K"), Var("k_steps"), Var("slice")
+    return {
+        "tile": PID // count,
+        "slice": PID % count,
+        "k_steps": steps,
+        "k_lo": piece * k_steps // count,
+        "k_hi": (piece + 1) * k_steps // count,
+    }
 
 
 #: A stream-K share is at least 1/SK_PARTS of a tile's K steps (or one step).

@@ -500,6 +500,27 @@ class FlagWait:
     reason: str = ""
 
 
+#: `split_k`: the shared word that hands the ticket to the consumer threads (8 bytes, so
+#: that what follows stays 8-byte aligned).
+TICKET_BOX_BYTES = 8
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """`split_k S`: the first consumer thread takes tile `slot`'s next ticket, an atomic
+    add at GPU scope that both releases (this block's partial sum, written before the
+    consumers' barrier ahead of it, for the tickets after it) and acquires (the partial
+    sums of the tickets before it); the one that draws the last ticket, `slices` - 1,
+    resets the counter for the next launch. It hands the ticket to every consumer thread
+    as `var` through shared memory and the consumers' named barrier, so the reads after
+    it are ordered after its acquire."""
+
+    slot: Expr
+    slices: int
+    var: str = "ticket"
+    reason: str = ""
+
+
 @dataclass(frozen=True)
 class Let:
     """A block-uniform name for a value: `const int var = value;`."""
@@ -576,6 +597,7 @@ Stmt = (
     | PartialAdd
     | FlagSignal
     | FlagWait
+    | Ticket
 )
 
 
@@ -600,12 +622,26 @@ class KernelIR:
     stream_k: bool = False  # `persistent stream_k`: the last wave's tiles cut along K
     split_k: int = 0  # `persistent split_k S` (stream_k too): cut into S slices each
     aligned: bool = False  # `persistent stream_k_aligned` (stream_k too): last tile first
+    # `split_k S` (no `persistent`): tiles x S blocks, a slice each, the last ticket adds
+    grid_split: int = 0
     cluster: tuple[int, int] = (1, 1)  # blocks per thread-block cluster along M, N (`cluster`)
     # The guarded twin for sizes that are not multiples of the block tile (tiledsl.lowering.edges);
     # this kernel, unguarded, is the fast path for sizes that are.
     edge: KernelIR | None = None
     # grid-wide values the host computes per launch, in order (tiledsl.passes.launch_scalars)
     launch_scalars: tuple[LaunchScalar, ...] = ()
+
+    @property
+    def hands_over(self) -> bool:
+        """Whether blocks hand partial sums to each other through the global workspace
+        (stream-K's and split-K's fix-ups)."""
+        return self.stream_k or self.grid_split > 0
+
+    @property
+    def maps_own_tiles(self) -> bool:
+        """Whether the body maps the block to its tiles itself (a persistent loop's, or a
+        split's tile = pid / SPLIT_K), rather than the block's pid being its tile."""
+        return self.persistent or self.grid_split > 0
 
     @property
     def warp_count(self) -> int:
@@ -637,6 +673,7 @@ class KernelIR:
         offsets = buffer_offsets(self)
         used = max((_aligned(offsets[b.name] + b.size_bytes) for b in self.buffers), default=0)
         used += 8 * sum(m.slots for m in self.mbarriers)
+        used += TICKET_BOX_BYTES if self.grid_split else 0
         return used + self.schedule.path.smem_slack if used else used
 
     @property
@@ -656,6 +693,13 @@ class KernelIR:
             out[m.name] = at
             at += 8 * m.slots
         return out
+
+    def ticket_box_offset(self) -> int:
+        """`split_k`: the byte offset of the word that hands the ticket from the first
+        consumer thread to the others (tiledsl.ir.nodes.Ticket), after the mbarriers."""
+        offsets = self.mbarrier_offsets()
+        last = max(self.mbarriers, key=lambda m: offsets[m.name])
+        return offsets[last.name] + 8 * last.slots
 
     def warp_coords(self) -> dict:
         """`warp`, `wm`, `wn` (and, with teams, `team`) of every warp of a block that runs

@@ -42,6 +42,7 @@ from .nodes import (
     Roles,
     SharedTile,
     StoreFrag,
+    Ticket,
     Tile,
     TmaLoad,
     TmaStore,
@@ -94,6 +95,11 @@ def print_ir(kernel: KernelIR) -> str:
     ]
     if kernel.persistent:
         lines.append("  persist  gridDim.x blocks (the SM count)" + _persisting(kernel))
+    if kernel.grid_split:
+        lines.append(
+            f"  split    {kernel.grid_split} slices of every tile's K steps, a block each "
+            "(split_k): the last ticket adds the partial sums in slice order"
+        )
     for v in kernel.launch_scalars:
         value = "the launch's grid" if v.value == Var(v.var) else _e(v.value)
         lines.append(f"  scalar   {v.var} = {value}  # host, per launch; {PASSED[v.passed]}")
@@ -232,6 +238,10 @@ def stmt_text(stmt) -> str:
             return f"flag.signal flags[{_e(stmt.slot)}]" + _note(stmt.reason)
         case FlagWait():
             return f"flag.wait flags[{_e(stmt.slot)}]" + _note(stmt.reason)
+        case Ticket():
+            return f"{stmt.var} = ticket tickets[{_e(stmt.slot)}] of {stmt.slices}" + _note(
+                stmt.reason
+            )
     raise TypeError(f"no text for {type(stmt).__name__}")
 
 

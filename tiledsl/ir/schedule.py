@@ -52,6 +52,11 @@ class Schedule:
     # tiles of a last round that S slices each fit in the grid are cut into S slices of
     # their K steps (0: the equal shares of `stream_k`)
     split_k: int = 0
+    # `split_k S` (no `persistent`): a block per slice of each tile's K steps, tiles x S
+    # blocks; each slice leaves its partial sum in the workspace and takes a ticket, and
+    # the slice that draws the last one adds the S partial sums in slice order and stores
+    # C (tiledsl.ir.grid.grid_split_steps; 0: no split)
+    grid_split: int = 0
     # `persistent stream_k_aligned` (stream_k too): stream-K's shares of every last round,
     # each block taking its tiles last first, so that all start at K step 0 (tiledsl.ir.
     # grid.stream_k_piece)

@@ -27,6 +27,7 @@ from .nodes import (
     Roles,
     SharedTile,
     StoreFrag,
+    Ticket,
     TmaLoad,
     TmaStore,
     fragment_tile,
@@ -175,6 +176,9 @@ class _Verifier:
                 case Let():  # in scope for the statements after it
                     self.expr(stmt.value, scope)
                     scope = scope | {stmt.var}
+                case Ticket():  # the ticket drawn, in scope for the statements after it
+                    self.expr(stmt.slot, scope)
+                    scope = scope | {stmt.var}
                 case Roles():  # each role's body, concurrently, on what the block knows
                     self.in_role = True
                     self.walk(stmt.producer.body, scope)
@@ -212,8 +216,8 @@ class _Verifier:
                         self.problem(f"unknown barrier scope '{stmt.scope}'")
                     elif stmt.scope == "cluster" and self.kernel.cluster_size == 1:
                         self.problem("a cluster barrier in a kernel without a cluster")
-                    elif stmt.scope == "consumers" and not self.kernel.stream_k:
-                        self.problem("a consumers' barrier outside a stream-K fix-up")
+                    elif stmt.scope == "consumers" and not self.kernel.hands_over:
+                        self.problem("a consumers' barrier outside a stream-K or split-K fix-up")
                 case If():
                     for e in (stmt.lhs, stmt.rhs):
                         self.expr(e, scope)

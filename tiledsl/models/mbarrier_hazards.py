@@ -57,6 +57,7 @@ the proof still holds would be removed (none of the pipeline's is: the proof is 
 from __future__ import annotations
 
 import heapq
+import itertools
 from dataclasses import dataclass, field, replace
 
 from ..errors import error
@@ -90,6 +91,7 @@ from ..ir.nodes import (
     Roles,
     SharedTile,
     StoreFrag,
+    Ticket,
     TmaLoad,
     TmaStore,
     TmaStoreWait,
@@ -265,7 +267,7 @@ class _Block:
             env["rank"] = rank
             for name, e in cluster_place(self.k).items():
                 env[name] = int(evaluate(e, env))
-        if not self.k.persistent:
+        if not self.k.maps_own_tiles:
             for name, e in tile_steps(self.k).items():
                 env[name] = int(evaluate(e, env))
         return env
@@ -384,6 +386,10 @@ class _Block:
                 pass  # to global memory
             case PartialStore() | PartialAdd() | FlagSignal() | FlagWait():
                 pass  # stream-K's hand-over between blocks, in global memory (the interpreter)
+            case Ticket():
+                # split-K's ticket, in global memory (the interpreter); which one the block
+                # draws is the proof's choice (_sizes): the last, which stores C, or another
+                a.env[s.var] = int(a.env.get(DRAWN, s.slices - 1))
             case Barrier(scope="consumers"):
                 pass  # orders that hand-over; shared memory is ordered without it
             case Copy(by="warp") if isinstance(s.src, SharedTile) and not isinstance(
@@ -515,6 +521,11 @@ def _prove_at(kernel: KernelIR, env: dict, size: str, consumers_first: bool) -> 
     _check(kernel, blk, size)
 
 
+#: The proof's name for the ticket a `split_k` block draws (an environment entry no
+#: kernel name can be: it has a space).
+DRAWN = "drawn ticket"
+
+
 def _sizes(kernel: KernelIR):
     """One block (pid 0 of 1; with stream-K, also each block of 2 or 3) at every size the
     proof needs, T tiles of KT K steps (a literal dimension stays as written): (the
@@ -547,9 +558,16 @@ def _sizes(kernel: KernelIR):
             # refill slots its first piece released, inside it and after its last step
             *((2, 3, pid, 3 * stages) for pid in (0, 1, 2)),
         ]
-    for tiles, blocks, pid, steps in grids:
+    drawn: list[int | None] = [None]
+    if kernel.grid_split:  # split_k S: the first and the last slice of one tile, each
+        s = kernel.grid_split  # drawing the last ticket (it stores C) or the first
+        grids = [(1, s, pid, steps) for pid in sorted({0, s - 1}) for steps in (1, s * stages + 1)]
+        drawn = [s - 1, 0]
+    for (tiles, blocks, pid, steps), ticket in itertools.product(grids, drawn):
         m, n = tiles * bm * cm, bn * cn  # whole cluster tiles
         env: dict = {**kernel.gemm.size_env(m, n, steps * bk), "pid": pid, "blocks": blocks}
+        if ticket is not None:
+            env[DRAWN] = ticket
         if kernel.gemm.batch is not None:
             env["bz"] = 0
         for name, e in grid_vars(kernel).items():
@@ -558,7 +576,8 @@ def _sizes(kernel: KernelIR):
         who = "one block" if cm * cn == 1 else f"one cluster of {cm} x {cn} blocks"
         if blocks > 1:
             who = f"{'block' if cm * cn == 1 else 'cluster'} {pid} of {blocks}"
-        yield env, f" ({who} of {tiles} tile(s), {steps} K step(s) each)"
+        drew = f", drawing ticket {ticket}" if ticket is not None else ""
+        yield env, f" ({who} of {tiles} tile(s), {steps} K step(s) each{drew})"
 
 
 def _check(k: KernelIR, blk: _Block, size: str) -> None:

@@ -90,6 +90,23 @@ of tile `u_tile`), so that every block starts at K step 0: a piece then hands it
 sum over where it ends inside its tile (k_hi < k_steps), and the tile's owner is the block
 holding its last K step, which adds those of the blocks before it, from `c_first` on.
 
+With `split_k S` (no `persistent`; tiledsl.ir.grid.grid_split_steps) the grid has a block
+per slice of each tile: block pid runs both roles' K loops over steps [k_lo, k_hi) of tile
+pid / S (slice pid % S), and the consumers end in a fix-up that no block waits in:
+
+    partial.store workspace[pid] <- acc        every consumer thread, its registers
+    barrier.consumers                          ... all written before the ticket
+    ticket = ticket tickets[tile] of S         the first thread's atomic add (acq_rel),
+                                               handed to every consumer thread
+    if ticket == S - 1:                        the last slice to finish, whichever it is
+      fill acc 0
+      for c in 0 .. S:                         every slice's partial sum, in slice order
+        partial.add acc += workspace[tile * S + c]
+      store C
+
+The adds run in slice order whichever slice draws the last ticket, so C has the same bits
+on every run; no block waits for another, so the grid need not be resident at once.
+
 The kernel the pass returns has been proven (tiledsl.models.mbarrier_hazards): its
 handoffs order every shared-memory access under every interleaving of the roles, and no
 wait can deadlock. Each handoff statement's decision — the race or deadlock it prevents —
@@ -117,6 +134,7 @@ from ..ir.grid import (
     aligned_step,
     contributors,
     first_contributor,
+    grid_split_steps,
     stream_k_piece,
     stream_k_split,
     stream_k_tiles,
@@ -153,6 +171,7 @@ from ..ir.nodes import (
     SharedTile,
     Stmt,
     StoreFrag,
+    Ticket,
     TmaLoad,
     TmaStore,
     TmaStoreWait,
@@ -200,6 +219,7 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
         stream_k=s.stream_k,
         split_k=s.split_k,
         aligned=s.aligned,
+        grid_split=s.grid_split,
     )
     # The pipeline's block barriers are gone: the handoffs order the roles' accesses, and
     # the proof says so (or refuses the kernel), with what each handoff statement prevents.
@@ -233,6 +253,12 @@ def _role_bodies(
     step = Let("step", TL * k_loop.stop + Var(k_loop.var) if s.persistent else Var(k_loop.var))
     producer_tile = _producer(kernel, k_loop, step, loads, stage_bytes)
     consumer_tile = _consumer(kernel, k_loop, step, position)
+    if s.grid_split:
+        # the block's slice of its tile: steps [k_lo, k_hi), the stages from step 0 on
+        piece = replace(k_loop, start=Var("k_lo"), stop=Var("k_hi"))
+        sliced = Let("step", Var(k_loop.var) - Var("k_lo"))
+        producer_tile = _producer(kernel, piece, sliced, loads, stage_bytes)
+        consumer_tile = _consumer(kernel, piece, sliced, position)
     if s.persistent:
         producer_tile = _tile_loop(kernel, producer_tile)
         # pingpong: team t takes the block's tiles t, t + TEAMS, ...; the producer all
@@ -252,6 +278,10 @@ def _grid_lets(kernel: KernelIR, k_loop: For) -> tuple[Stmt, ...]:
     """What every block knows of the grid before its roles: the tile count (persistent) and
     stream-K's split of the last round."""
     s = kernel.schedule
+    if s.grid_split:  # the block's tile and slice, then the tile's place in the raster
+        slices = grid_split_steps(k_loop.stop, s.grid_split)
+        mapping = {name: substitute(e, {PID.name: TILE}) for name, e in tile_steps(kernel).items()}
+        return tuple(Let(name, e) for name, e in {**slices, **mapping}.items())
     if not s.persistent:
         return ()
     tiles = CTILES_M * CTILES_N if kernel.cluster_size > 1 else TILES_M * TILES_N
@@ -381,7 +411,13 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
         *((release,) if s.persistent else ()),
         # with an epilogue, its EpilogueFrags (from lowering) come first; a stream-K piece
         # adds the partial sums of the tile's other pieces first, or hands its own over
-        *(_fix_up(kernel, stores) if piece else stores),
+        *(
+            _ticketed_fix_up(kernel, fills, stores)
+            if s.grid_split
+            else _fix_up(kernel, stores)
+            if piece
+            else stores
+        ),
     )
 
 
@@ -437,6 +473,33 @@ def _fix_up(kernel: KernelIR, stores: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
         first = tuple(Let(name, e) for name, e in first_contributor().items())
         return (If(Var("k_hi"), "<", Var("k_steps"), hand_over, (*first, gather, *stores)),)
     return (If(Const(0), "<", Var("k_lo"), hand_over, (gather, *stores)),)
+
+
+def _ticketed_fix_up(
+    kernel: KernelIR, fills: tuple[Stmt, ...], stores: tuple[Stmt, ...]
+) -> tuple[Stmt, ...]:
+    """The end of a `split_k S` slice (module text): every slice leaves its partial sum in
+    its workspace slot (pid) and takes a ticket of its tile; the slice that draws the last
+    one adds the S partial sums in slice order (its own from the workspace like the
+    others', so that the order does not depend on which slice came last) and stores C."""
+    slices = kernel.schedule.grid_split
+    count = Const(slices, "SPLIT_K")
+    gather = For(
+        "c",
+        Const(0),
+        count,
+        1,
+        (PartialAdd(TILE * count + Var("c"), "slice c's partial sum, in slice order"),),
+        unroll=True,
+        comment="every slice's partial sum of the tile, in slice order",
+    )
+    last = (*fills, gather, *stores)  # the sum starts from zero, whichever slice adds it
+    return (
+        PartialStore(PID, "this slice's partial sum, for the slice that finishes last"),
+        Barrier("consumers", "every consumer thread's partial sum is written before the ticket"),
+        Ticket(TILE, slices, "ticket", "this slice is done: its tile's next ticket"),
+        If(Var("ticket") + Const(1), "==", count, last),  # the last ticket: S - 1
+    )
 
 
 def _stream_k_loop(kernel: KernelIR, piece: tuple[Stmt, ...]) -> tuple[Stmt, ...]:

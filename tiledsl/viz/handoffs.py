@@ -40,6 +40,7 @@ from ..ir.nodes import (
     PartialAdd,
     PartialStore,
     Stmt,
+    Ticket,
     TmaLoad,
     TmaStore,
     Wait,
@@ -133,8 +134,9 @@ def handoffs_graph(kernel: KernelIR, file: str) -> str:
             if role.name == "consumer" and kernel.schedule.epilogue_via == "tma":
                 c.node("epilogue", _epilogue_cell(kernel))
                 c.edge(f"consumer{steps - 1}", "epilogue", style="dashed", color="#c8c8c8")
-            if role.name == "consumer" and kernel.stream_k:
-                c.node("fixup", _fix_up_cell(kernel))
+            if role.name == "consumer" and kernel.hands_over:
+                cell = _ticket_cell(kernel) if kernel.grid_split else _fix_up_cell(kernel)
+                c.node("fixup", cell)
                 c.edge(f"consumer{steps - 1}", "fixup", style="dashed", color="#c8c8c8")
     for q in range(steps):  # each step's cells in one column
         with g.subgraph() as column:
@@ -155,6 +157,9 @@ def _trace_role(kernel: KernelIR, role: str, body: tuple[Stmt, ...], steps: int,
         env = {**sizes, "tl": 0, k_loop.var: q, "pid": 0, "blocks": 1, "tiles": 1}
         env.update({"tiles_m": 1, "tiles_n": 1, "ctiles_m": 1, "ctiles_n": 1})
         with_launch_scalars(kernel, env)
+        if kernel.grid_split:  # the first slice of the first tile: its K steps from k_lo on
+            for let in (s for s in kernel.body if isinstance(s, Let)):
+                env[let.var] = int(evaluate(let.value, env))
         _trace_body(k_loop.body, env, role, q, trace)
 
 
@@ -337,6 +342,32 @@ def _fix_up_cell(kernel: KernelIR) -> str:
         *([f"2. {stmt_text(barrier)}"] if barrier is not None else []),
         f"3. {stmt_text(gather[1])}",
         "then its epilogue and C store, once, on the whole sum",
+    ]
+    rows = "".join(
+        f'<TR><TD BGCOLOR="{"#f0f0f0" if i == 0 else "#e3eef5"}" ALIGN="LEFT">{esc(t)}</TD></TR>'
+        for i, t in enumerate(lines)
+    )
+    return _table(rows)
+
+
+def _ticket_cell(kernel: KernelIR) -> str:
+    """`split_k S`: how a slice's partial sum reaches the slice that adds them, in the IR's
+    own statements (tiledsl.passes.warp_specialization._ticketed_fix_up)."""
+    roles = kernel.specialization
+    assert roles is not None
+    end = [
+        s
+        for s in walk(roles.consumer.body)
+        if isinstance(s, (PartialStore, Ticket, PartialAdd))
+        or (isinstance(s, Barrier) and s.scope == "consumers")
+    ]
+    lines = [
+        f"split-K: a block per slice, {kernel.grid_split} slices of every tile's K steps",
+        "every slice, at the end of its K steps:",
+        *(f"{i}. {stmt_text(s)}" for i, s in enumerate(end[:-1], 1)),
+        f"the slice that draws ticket {kernel.grid_split - 1} (the last), for each slice in order:",
+        f"{len(end)}. {stmt_text(end[-1])}",
+        "then its epilogue and C store, once, on the whole sum; the others exit",
     ]
     rows = "".join(
         f'<TR><TD BGCOLOR="{"#f0f0f0" if i == 0 else "#e3eef5"}" ALIGN="LEFT">{esc(t)}</TD></TR>'

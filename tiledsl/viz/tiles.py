@@ -31,6 +31,7 @@ from ..ir.nodes import (
     Let,
     LoadFrag,
     SharedTile,
+    Ticket,
     Tile,
     TmaLoad,
     with_launch_scalars,
@@ -325,6 +326,8 @@ def _run(body, env: dict, column: Column, buffers: list[str], bk: int, slots: _S
             _run(s.then if taken else s.orelse, env, column, buffers, bk, slots)
         elif isinstance(s, Let):
             env[s.var] = evaluate(s.value, env)
+        elif isinstance(s, Ticket):  # split_k: the picture's slice draws the last ticket
+            env[s.var] = s.slices - 1
         elif isinstance(s, TmaLoad) and _in(s.dst, buffers):
             _copied(s.dst, s.src, env, column, bk, slots)
         elif isinstance(s, Barrier):
