@@ -301,11 +301,7 @@ def _epilogue_cell(kernel: KernelIR) -> str:
         "bulk group)",
         "the producer meanwhile loads the next tile into the stages",
     ]
-    rows = "".join(
-        f'<TR><TD BGCOLOR="{"#f0f0f0" if i == 0 else "#ece3f5"}" ALIGN="LEFT">{esc(t)}</TD></TR>'
-        for i, t in enumerate(lines)
-    )
-    return _table(rows)
+    return _lines_table(lines, "#ece3f5")
 
 
 def _fix_up_cell(kernel: KernelIR) -> str:
@@ -343,11 +339,7 @@ def _fix_up_cell(kernel: KernelIR) -> str:
         f"3. {stmt_text(gather[1])}",
         "then its epilogue and C store, once, on the whole sum",
     ]
-    rows = "".join(
-        f'<TR><TD BGCOLOR="{"#f0f0f0" if i == 0 else "#e3eef5"}" ALIGN="LEFT">{esc(t)}</TD></TR>'
-        for i, t in enumerate(lines)
-    )
-    return _table(rows)
+    return _lines_table(lines, "#e3eef5")
 
 
 def _ticket_cell(kernel: KernelIR) -> str:
@@ -369,8 +361,13 @@ def _ticket_cell(kernel: KernelIR) -> str:
         f"{len(end)}. {stmt_text(end[-1])}",
         "then its epilogue and C store, once, on the whole sum; the others exit",
     ]
+    return _lines_table(lines, "#e3eef5")
+
+
+def _lines_table(lines: list[str], fill: str) -> str:
+    """A cell of one column: its first line a grey title, the others on `fill`."""
     rows = "".join(
-        f'<TR><TD BGCOLOR="{"#f0f0f0" if i == 0 else "#e3eef5"}" ALIGN="LEFT">{esc(t)}</TD></TR>'
+        f'<TR><TD BGCOLOR="{"#f0f0f0" if i == 0 else fill}" ALIGN="LEFT">{esc(t)}</TD></TR>'
         for i, t in enumerate(lines)
     )
     return _table(rows)
