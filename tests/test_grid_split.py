@@ -271,6 +271,19 @@ def test_the_slices_are_a_tuning_set_and_one_slice_is_no_split() -> None:
         assert parse(point.text, "p.tile") == point.program
 
 
+def test_check_says_how_a_size_falls_into_slices(capsys) -> None:
+    example = Path(__file__).parent.parent / "examples/hopper/split_k.tile"
+    r = cli(["check", str(example), "--size", "1x4096x11008"], capsys)
+    assert r.code == 0, r.err
+    assert "  split-K  a block per slice of every tile, 2 slices of its K steps;" in r.out
+    assert (
+        "    64 tiles in 2 slices of 86 K steps (172 a tile): 128 blocks, 0.97 per SM;" in r.out
+    ), r.out
+    r = cli(["compile", str(example), "--explain-sync"], capsys)
+    assert r.code == 0, r.err
+    assert "or takes the ticket" in " ".join(r.out.split())
+
+
 # ---------------------------------------------------------------- on the GPU
 
 

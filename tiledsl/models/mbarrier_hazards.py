@@ -890,9 +890,10 @@ def decide(kernel: KernelIR, remove: bool) -> tuple[tuple[SyncDecision, ...], fr
 
 
 FIX_UP = (
-    "needed: it orders stream-K's hand-over of a partial sum through global memory between "
-    "the consumer threads and the one that signals or waits on the flag (the interpreter's "
-    "race check covers it; this proof covers shared memory)"
+    "needed: it orders stream-K's or split-K's hand-over of a partial sum through global "
+    "memory between the consumer threads and the one that signals or waits on the flag, or "
+    "takes the ticket (the interpreter's race check covers it; this proof covers shared "
+    "memory)"
 )
 
 
