@@ -202,7 +202,7 @@ def test_the_proof_covers_the_pieces_and_keeps_every_handoff() -> None:
     prove(k)
     assert all(d.kept for d in k.sync_report)
     # the two loops' handoffs (whole rounds, stream-K pieces) and the fix-up's two barriers
-    fix_up = [d for d in k.sync_report if "stream-K's hand-over" in d.why]
+    fix_up = [d for d in k.sync_report if "stream-K's or split-K's hand-over" in d.why]
     assert len(fix_up) == 2
 
 
