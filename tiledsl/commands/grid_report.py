@@ -16,8 +16,15 @@ ones the emitter prints and the interpreter runs, for every block of the grid:
 
 from __future__ import annotations
 
-from ..ir.expr import Var, evaluate
-from ..ir.grid import SK_MAX_FILL, grid_vars, stream_k_piece, stream_k_split, stream_k_tiles
+from ..ir.expr import Const, Var, evaluate
+from ..ir.grid import (
+    SK_MAX_FILL,
+    grid_split_steps,
+    grid_vars,
+    stream_k_piece,
+    stream_k_split,
+    stream_k_tiles,
+)
 from ..ir.nodes import KernelIR
 
 #: The SM count assumed where no GPU is visible: the H200's (sm_90), the GPU tiledsl is
@@ -42,13 +49,10 @@ def grid_lines(kernel: KernelIR, size: tuple[int, int, int], sms: int, whose: st
         return _split_lines(kernel, size, sms, whose)
     if not kernel.persistent:
         return []
-    env = kernel.gemm.as_written.size_env(*size)  # the caller's M x N x K
-    for name, e in grid_vars(kernel).items():
-        env[name] = int(evaluate(e, env))
+    env, k_steps = _at_size(kernel, size)
     clustered = kernel.cluster_size > 1
     tiles = env["ctiles_m"] * env["ctiles_n"] if clustered else env["tiles_m"] * env["tiles_n"]
     blocks = sms // kernel.cluster_size  # the launch may hold fewer clusters (occupancy)
-    k_steps = -(-int(evaluate(kernel.gemm.k, env)) // kernel.schedule.block[2])
     unit = "cluster" if clustered else "block"
     cm, cn = kernel.cluster
     what = f"tiles (of {cm} x {cn} blocks' clusters)" if clustered else "tiles"
@@ -72,16 +76,27 @@ def grid_lines(kernel: KernelIR, size: tuple[int, int, int], sms: int, whose: st
     return [*out, f"    {head}{_shared(kernel, tiles, blocks, k_steps, unit, fill)}", ""]
 
 
-def _split_lines(kernel: KernelIR, size: tuple[int, int, int], sms: int, whose: str) -> list[str]:
-    """`split_k S`: the tiles' slices, each a block, from the kernel's own expressions."""
+def _at_size(kernel: KernelIR, size: tuple[int, int, int]) -> tuple[dict, int]:
+    """The kernel's grid names at the caller's M x N x K, and a tile's K steps."""
     env = kernel.gemm.as_written.size_env(*size)
     for name, e in grid_vars(kernel).items():
         env[name] = int(evaluate(e, env))
+    return env, -(-int(evaluate(kernel.gemm.k, env)) // kernel.schedule.block[2])
+
+
+def _split_lines(kernel: KernelIR, size: tuple[int, int, int], sms: int, whose: str) -> list[str]:
+    """`split_k S`: the tiles' slices, each a block, from the kernel's own expressions
+    (tiledsl.ir.grid.grid_split_steps)."""
+    env, k_steps = _at_size(kernel, size)
     slices = kernel.grid_split
     tiles = env["tiles_m"] * env["tiles_n"]
-    k_steps = -(-int(evaluate(kernel.gemm.k, env)) // kernel.schedule.block[2])
-    widths = sorted({(s + 1) * k_steps // slices - s * k_steps // slices for s in range(slices)})
-    steps = "-".join(str(w) for w in (widths[0], widths[-1]) if len(widths) > 1) or str(widths[0])
+    widths = set()
+    for pid in range(slices):  # tile 0's slices: every tile is cut the same way
+        at = {"pid": pid}
+        for name, e in grid_split_steps(Const(k_steps), slices).items():
+            at[name] = int(evaluate(e, at))
+        widths.add(at["k_hi"] - at["k_lo"])
+    steps = f"{min(widths)}" if len(widths) == 1 else f"{min(widths)}-{max(widths)}"
     shown = "x".join(map(str, size))
     return [
         f"  the grid at {shown} on {sms} SMs ({whose})",

@@ -139,7 +139,7 @@ __device__ __forceinline__ void mbarrier_arrive_remote(unsigned long long* bar, 
 }"""
 
 
-STREAM_K_HELPERS = """\
+FLAG_HELPERS = """\
 // Stream-K's fix-up between blocks (persistent stream_k): the first consumer thread
 // releases a flag once every consumer thread's partial sum is in the workspace (after a
 // named barrier of the consumers), and the owner's first consumer thread acquires it, then
@@ -155,12 +155,9 @@ __device__ __forceinline__ void wait_flag(unsigned* flag) {
     } while (!set);
     asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\\n" :: "l"(flag) : "memory");
 }
-// Until `threads` threads (whole warps) have reached named barrier `id`.
-__device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
-    asm volatile("bar.sync %0, %1;\\n" :: "r"(id), "r"(threads) : "memory");
-}
 """
 
+# Both fix-ups' (the flags' and the tickets'): the consumer threads meet before a hand-over.
 NAMED_BARRIER_HELPER = """\
 // Until `threads` threads (whole warps) have reached named barrier `id`.
 __device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {

@@ -125,11 +125,10 @@ class WgmmaLowering(PathLowering):
             out += [hopper.CLUSTER_HELPERS, ""]
         if any(hopper.stores_by_tma(k) for k in kernels):
             out += [hopper.STORE_HELPERS, ""]
-        if any(k.stream_k for k in kernels):  # the flags, and the consumers' named barrier
-            out += [hopper.STREAM_K_HELPERS, ""]
-        if any(k.grid_split for k in kernels):  # the tickets (and the barrier, if not above)
-            barrier = "" if any(k.stream_k for k in kernels) else hopper.NAMED_BARRIER_HELPER
-            out += [hopper.TICKET_HELPERS + barrier, ""]
+        if any(k.hands_over for k in kernels):  # stream-K's flags, split-K's tickets
+            flags = hopper.FLAG_HELPERS if any(k.stream_k for k in kernels) else ""
+            tickets = hopper.TICKET_HELPERS if any(k.grid_split for k in kernels) else ""
+            out += [flags + tickets + hopper.NAMED_BARRIER_HELPER, ""]
         if any(v.passed == "divisor" for k in kernels for v in k.launch_scalars):
             out += [hopper.DIVISOR_HELPERS, ""]
         for n, inputs in sorted({(k.schedule.mma[1], k.gemm.a.dtype) for k in kernels}):

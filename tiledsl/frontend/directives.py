@@ -390,13 +390,17 @@ _READERS = {
     "attributes": _read_attributes,
 }
 
+#: Why `persistent split_k S` and `split_k S` stop at MAX_SPLIT_K slices.
+_SLICES_LIMIT = (
+    f"more than {MAX_SPLIT_K} slices of one tile's K steps never pay (each slice's partial "
+    "sum is BM x BN floats through global memory)"
+)
+
 _LIMITS = {
     "stages": f"a pipeline of more than {MAX_STAGES} stages never pays (each stage is a "
     "shared-memory slot, and the prologue is unrolled and analysed once per stage)",
-    "persistent": f"more than {MAX_SPLIT_K} slices of one tile's K steps never pay (each "
-    "slice's partial sum is BM x BN floats through global memory)",
-    "split_k": f"more than {MAX_SPLIT_K} slices of one tile's K steps never pay (each "
-    "slice's partial sum is BM x BN floats through global memory)",
+    "persistent": _SLICES_LIMIT,
+    "split_k": _SLICES_LIMIT,
     "swizzle": f"a group or panel of more than {MAX_SWIZZLE} block tiles never pays (and "
     "its products with the tile counts must fit the kernel's 32-bit int)",
 }

@@ -212,6 +212,16 @@ def stmt_text(stmt) -> str:
             return f"let {stmt.var} = {_e(stmt.value)}"
         case Roles():
             return "roles"
+    text = _pipeline_text(stmt)
+    if text is None:
+        raise TypeError(f"no text for {type(stmt).__name__}")
+    return text
+
+
+def _pipeline_text(stmt) -> str | None:
+    """One line for a statement of the TMA pipeline, its roles' handoffs or a fix-up
+    between blocks (None: not one of those)."""
+    match stmt:
         case TmaLoad():
             cast = f", multicast to the cluster {stmt.multicast}" if stmt.multicast else ""
             return f"copy.tma {tile_text(stmt.dst)} <- {tile_text(stmt.src)}, on {stmt.bar}{cast}"
@@ -242,7 +252,7 @@ def stmt_text(stmt) -> str:
             return f"{stmt.var} = ticket tickets[{_e(stmt.slot)}] of {stmt.slices}" + _note(
                 stmt.reason
             )
-    raise TypeError(f"no text for {type(stmt).__name__}")
+    return None
 
 
 def _note(reason: str) -> str:

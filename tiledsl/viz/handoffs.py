@@ -157,9 +157,8 @@ def _trace_role(kernel: KernelIR, role: str, body: tuple[Stmt, ...], steps: int,
         env = {**sizes, "tl": 0, k_loop.var: q, "pid": 0, "blocks": 1, "tiles": 1}
         env.update({"tiles_m": 1, "tiles_n": 1, "ctiles_m": 1, "ctiles_n": 1})
         with_launch_scalars(kernel, env)
-        if kernel.grid_split:  # the first slice of the first tile: its K steps from k_lo on
-            for let in (s for s in kernel.body if isinstance(s, Let)):
-                env[let.var] = int(evaluate(let.value, env))
+        for let in (s for s in kernel.body if isinstance(s, Let)):  # what the block knows
+            env[let.var] = int(evaluate(let.value, env))  # (split_k: its slice's k_lo)
         _trace_body(k_loop.body, env, role, q, trace)
 
 
