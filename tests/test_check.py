@@ -123,14 +123,22 @@ def test_hgemm_threads_warps_mmas_and_schedule(capsys, no_nvcc) -> None:
     assert "MMAs      16 per warp (4 x 4 fragments of 16x16x16)" in out
 
 
-def test_hgemm_shared_memory_is_the_compiled_kernels(capsys, no_nvcc) -> None:
-    kernel = compile_file(HGEMM).kernels[0]
-    out = cli(["check", HGEMM], capsys).out
+@pytest.mark.parametrize(
+    "path",
+    [HGEMM, ROOT / "examples" / "hopper" / "few_tokens_swapped.tile"],
+    ids=["row-major tiles", "column-major tiles"],
+)
+def test_shared_memory_is_the_compiled_kernels(path, capsys, no_nvcc) -> None:
+    kernel = compile_file(path).kernels[0]
+    out = cli(["check", path], capsys).out
     assert row(section(out, "shared memory"), "total")[0:2] == ["total", str(kernel.smem_bytes)]
     assert f"{kernel.smem_bytes} of {kernel.target.max_smem_per_block} bytes" in out
     for b in kernel.buffers:
         c = row(out, b.name)
-        assert c[1] == f"{b.slots} x {b.rows} x {b.pitch}"
+        # a line is a row of a row-major tile, a column of a column-major one
+        kind = "rows" if b.layout == "row" else "cols"
+        assert c[1] == f"{b.slots} x {b.lines} {kind} x {b.pitch}"
+        assert b.size_bytes == b.slots * b.lines * b.pitch * (4 if b.dtype == "f32" else 2)
         assert str(b.size_bytes) in c
     assert limit_rows(out)["shared memory"][1:3] == [
         str(kernel.target.smem_per_sm),

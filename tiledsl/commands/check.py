@@ -318,7 +318,8 @@ def _shared_memory(kernel: KernelIR) -> list[str]:
         offsets = buffer_offsets(kernel)
         rows = []
         for b in kernel.buffers:
-            shape = f"{b.slots} x {b.rows} x {b.pitch}"
+            # a line is a row of a row-major tile, a column of a column-major one
+            shape = f"{b.slots} x {b.lines} {'rows' if b.layout == 'row' else 'cols'} x {b.pitch}"
             pad = f"{b.line_length}+{b.pitch - b.line_length}" if b.pitch != b.line_length else ""
             alias = getattr(b, "alias", None)
             holds = b.purpose + (f" (aliases {alias})" if alias else "")
@@ -334,7 +335,7 @@ def _shared_memory(kernel: KernelIR) -> list[str]:
         align = kernel.schedule.path.smem_align
         rows.append(["  total", "", "", "", "", str(total), f"buffers start {align}-byte aligned"])
         out += text_table(
-            ["  buffer", "slots x rows x pitch", "type", "cols+pad", "offset", "bytes", "holds"],
+            ["  buffer", "slots x lines x pitch", "type", "line+pad", "offset", "bytes", "holds"],
             rows,
             right={4, 5},
             indent="  ",
