@@ -90,11 +90,13 @@ SUITES = ROOT / "bench" / "suites"
 #: of K and deeper than small_m.tuned's, which is why they are timed at fewer tokens too
 #: (at 16 x 12288 x 4096 small_m.tuned's pick took 36.9 µs on 2026-12-03, more than its
 #: 32.2 at 64 tokens). The swapped kernel tuned at 64 tokens (tokens64_swapped_space.tile)
-#: lost to the 64-row tiles at every shape and is not kept.
+#: lost to the 64-row tiles at every shape and is not kept. one_round's widths make the
+#: tiles of 12288 and 22016 weight columns one round of the SMs (one_round_space.tile).
 SUITE_TUNED = (
     (TUNED / "small_m_cluster.tuned.tile", SUITES / "llama2_7b_cluster_tokens.txt", True),
     (TUNED / "mid_m_cluster.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False),
     (TUNED / "hopper_cluster_192.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False),
+    (TUNED / "one_round.tuned.tile", SUITES / "llama2_7b_one_round.txt", False),
 )
 
 
