@@ -318,8 +318,7 @@ def _shared_memory(kernel: KernelIR) -> list[str]:
         offsets = buffer_offsets(kernel)
         rows = []
         for b in kernel.buffers:
-            # a line is a row of a row-major tile, a column of a column-major one
-            shape = f"{b.slots} x {b.lines} {'rows' if b.layout == 'row' else 'cols'} x {b.pitch}"
+            shape = f"{b.slots} x {b.lines} {b.line_kind} x {b.pitch}"
             pad = f"{b.line_length}+{b.pitch - b.line_length}" if b.pitch != b.line_length else ""
             alias = getattr(b, "alias", None)
             holds = b.purpose + (f" (aliases {alias})" if alias else "")

@@ -214,7 +214,7 @@ __device__ __forceinline__ void cp_async_wait() {
         out = []
         for b in k.buffers:
             up = b.name.upper()
-            major = "ROWS" if b.layout == "row" else "COLS"
+            major = b.line_kind.upper()
             out.append(
                 f"constexpr int {up}_{major} = {b.lines}, {up}_PITCH = {b.pitch};  "
                 f"// {b.purpose}: {b.slots} slot(s) of {b.rows} x {b.cols}, {b.layout}-major"
@@ -685,7 +685,7 @@ def _buffer_views(k: KernelIR) -> list[str]:
         up, ctype = b.name.upper(), C_TYPES[b.dtype]
         off = buffer_offsets(k)[b.name]
         out.append(f"// {b.name}: {b.purpose}, {b.size_bytes} bytes at byte {off}")
-        major = "ROWS" if b.layout == "row" else "COLS"
+        major = b.line_kind.upper()
         shape = (
             f"[{up}_PANELS][{up}_{major}][{up}_PANEL]" if b.panel else f"[{up}_{major}][{up}_PITCH]"
         )

@@ -152,6 +152,11 @@ class SharedBuffer:
         return self.rows if self.layout == "row" else self.cols
 
     @property
+    def line_kind(self) -> str:
+        """What a line is: "rows" of a row-major tile, "cols" of a column-major one."""
+        return "rows" if self.layout == "row" else "cols"
+
+    @property
     def line_length(self) -> int:
         """Elements of one contiguous line: what `pitch` pads."""
         return self.cols if self.layout == "row" else self.rows
