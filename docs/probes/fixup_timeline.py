@@ -231,6 +231,19 @@ def _indent_of(src: str, text: str) -> str:
     return re.match(r" *", src[src.rindex("\n", 0, i) + 1 :]).group(0)
 
 
+def _at_share_end(pieces: str) -> str:
+    """A share of one piece: its deferred barrier and flag after its last piece (written so
+    that stamped() leaves it alone: no piece's stamps out there)."""
+    must_count(pieces, "        " + DRAIN)
+    at_end = (
+        DEFERRED.format(i="        ")
+        .replace("written before the flag", "written before the flag (the share's end)")
+        .replace("if (threadIdx.x == 0) signal_flag", "if (threadIdx.x == 0) { signal_flag")
+        .replace("rank]);  // the partial sum", "rank]); }  // the partial sum")
+    )
+    return pieces.replace("        " + DRAIN, "        " + DRAIN + "        " + at_end + "\n")
+
+
 def quicker_fix_up(src: str, defer: bool = True) -> str:
     """The aligned kernel's hand-over with the three changes above (a correct kernel); with
     `defer` off, the owner's two only (the contributor's barrier and flag where they were)."""
@@ -327,17 +340,121 @@ def quicker_fix_up(src: str, defer: bool = True) -> str:
         + f"{i}}}\n"
     )
     pieces = pieces.replace("            " + LOOP_END, early + "            " + LOOP_END, 1)
-    # a share of one piece: its barrier and flag at the end
-    must_count(pieces, "        " + DRAIN)
-    # (written so that stamped() leaves it alone: no piece's stamps out here)
-    at_end = (
-        DEFERRED.format(i="        ")
-        .replace("written before the flag", "written before the flag (the share's end)")
-        .replace("if (threadIdx.x == 0) signal_flag", "if (threadIdx.x == 0) { signal_flag")
-        .replace("rank]);  // the partial sum", "rank]); }  // the partial sum")
-    )
-    pieces = pieces.replace("        " + DRAIN, "        " + DRAIN + "        " + at_end + "\n")
+    pieces = _at_share_end(pieces)
     head = head.replace('extern "C" __global__', CP_ASYNC_HELPERS + 'extern "C" __global__', 1)
+    return head + whole + pieces
+
+
+PRODUCER_FETCH_HELPERS = """
+// probe: the producer's fetch of an owner's partial sum (cp.async.bulk, 1-D, on an mbarrier)
+__device__ __forceinline__ void probe_bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\\n"
+                 :: "r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))), "l"(src), "r"(bytes),
+                    "r"(static_cast<unsigned>(__cvta_generic_to_shared(bar))) : "memory");
+}
+// v-th float4 of this thread's partial sum as fetched: part v / 12 (48 KB: B's slot, then A's)
+// in the slot of step last + 1 + part
+#define PROBE_FETCHED(v) (reinterpret_cast<const float4*>((v) % 12 < 8 ? (const unsigned char*)&Bs[(probe_last + 1 + (v) / 12) % STAGES][0][0][0] + (v) % 12 * 4096 : (const unsigned char*)&As[(probe_last + 1 + (v) / 12) % STAGES][0][0][0] + ((v) % 12 - 8) * 4096)[threadIdx.x])
+"""
+
+
+def producer_fetch(src: str, defer: bool = True) -> str:
+    """The aligned kernel with the owner's partial sum fetched by its producer: after its last
+    load, the producer's thread acquires the contributors' flags and copies the first one's
+    partial sum (three parts, as three more steps of its pipeline: claim the slot on
+    `empty`, expect the bytes on `full`, cp.async.bulk) into the slots of the steps after its
+    last; the consumers wait on those `full` barriers after their last wgmmas and add from
+    shared memory. With `defer`, the contributor's barrier and flag as in quicker_fix_up."""
+    must_count(src, "const int c_first")
+    assert "STAGES = 4, STAGE_BYTES = 49152" in src and "PARTIAL_FLOATS = BM * BN" in src
+    consumer = src.index(CONSUMER)
+    producer, body = src[:consumer], src[consumer:]
+    share = body.index(SHARE)
+    whole, pieces = body[:share], body[share:]
+    c_lines = re.search(
+        r"( *const int c_base = [^\n]*\n *const int c_first = [^\n]*\n)", pieces
+    ).group(1)
+    last = re.search(
+        r"mbarrier_arrive_remote\(&empty\[\((dp_rounds \* k_steps [^\]]*)\) % STAGES\]", pieces
+    ).group(1)
+    # the producer: after the share's K loops
+    i = " " * 16
+    fetch = (
+        f"{i}{{  // probe: the owner's first contributor's partial sum, into the slots after its last step\n"
+        + "".join(f"{i}    " + line.strip() + "\n" for line in c_lines.strip("\n").split("\n"))
+        + f"{i}    if (k_hi == k_steps && c_first < pid) {{\n"
+        f"{i}        for (int c = c_first; c < pid; ++c) wait_flag(&flags[c * CLUSTER_SIZE + rank]);  // acquire\n"
+        f'{i}        asm volatile("fence.proxy.async.global;\\n" ::: "memory");  // what the acquire saw, to the TMA unit\n'
+        f"{i}        const int probe_last = {last};\n"
+        f"{i}        const float4* first_partial = reinterpret_cast<const float4*>(workspace) + (c_first * CLUSTER_SIZE + rank) * (PARTIAL_FLOATS / 4);\n"
+        f"{i}        for (int p = 0; p < 3; ++p) {{\n"
+        f"{i}            const int step = probe_last + 1 + p;\n"
+        f"{i}            mbarrier_wait(&empty[step % STAGES], (step / STAGES + 1) % 2);\n"
+        f"{i}            mbarrier_expect_tx(&full[step % STAGES], p < 2 ? 49152 : 32768);\n"
+        f"{i}            probe_bulk_load(&Bs[step % STAGES][0][0][0], first_partial + p * 3072, 32768, &full[step % STAGES]);\n"
+        f"{i}            if (p < 2) probe_bulk_load(&As[step % STAGES][0][0][0], first_partial + p * 3072 + 2048, 16384, &full[step % STAGES]);\n"
+        f"{i}        }}\n"
+        f"{i}    }}\n"
+        f"{i}}}\n"
+    )
+    p_share = producer.index(SHARE)
+    tail = producer[p_share:]
+    end = "            }\n        }\n    " + CONSUMER[: len("} else {")]
+    j = tail.index("                }\n            }\n        }\n    ")
+    tail = tail[: j + len("                }\n")] + fetch + tail[j + len("                }\n") :]
+    producer = producer[:p_share] + tail
+    del end
+    # the consumers: no waits; the first contributor's sum from the fetched slots
+    pieces, n = re.subn(
+        r" *if \(threadIdx\.x == 0\) wait_flag\(&flags\[c \* CLUSTER_SIZE \+ rank\]\);[^\n]*\n *named_barrier[^\n]*\n",
+        "",
+        pieces,
+    )
+    assert n == 1, n
+    loop = re.search(r"( *)for \(int c = c_first; c < pid; \+\+c\) \{\n", pieces)
+    ind = loop.group(1)
+    pieces = (
+        pieces[: loop.start()]
+        + f"{ind}const int probe_last = {last};\n"
+        + f"{ind}if (c_first < pid) for (int p = 0; p < 3; ++p) mbarrier_wait(&full[(probe_last + 1 + p) % STAGES], (probe_last + 1 + p) / STAGES % 2);  // probe: the fetched parts have landed\n"
+        + pieces[loop.start() :]
+    )
+    pieces, n = re.subn(
+        r"const float4 sum = __ldcg\(&partial\[\(\(i \* 1 \+ j\) \* 32 \+ v\) \* CONSUMER_THREADS \+ threadIdx\.x\]\);",
+        "const float4 sum = c == c_first ? PROBE_FETCHED(v) : __ldcg(&partial[((i * 1 + j) * 32 + v) * CONSUMER_THREADS + threadIdx.x]);",
+        pieces,
+    )
+    assert n == 1
+    if defer:
+        old = (
+            "                named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // every consumer thread's partial sum is written before the flag\n"
+            "                if (threadIdx.x == 0) signal_flag(&flags[pid * CLUSTER_SIZE + rank]);  // the partial sum is in the workspace (release)\n"
+        )
+        must_count(pieces, old)
+        pieces = PENDING_DECL + pieces.replace(
+            old,
+            "                flag_pending = true;  // probe: barrier and flag two K steps into the next piece\n",
+        )
+        release_end = (
+            "                    }\n                }\n            }\n            " + LOOP_END
+        )
+        must_count(pieces, release_end)
+        i = " " * 16
+        pieces = pieces.replace(
+            release_end,
+            "                    }\n                }\n"
+            + f"{i}if (kt == k_lo + 2) "
+            + DEFERRED.format(i=i)
+            + "\n            }\n            "
+            + f"{i[4:]}"
+            + DEFERRED.format(i=" " * 12)
+            + "\n            "
+            + LOOP_END,
+        )
+        pieces = _at_share_end(pieces)
+    head = producer.replace(
+        'extern "C" __global__', PRODUCER_FETCH_HELPERS + 'extern "C" __global__', 1
+    )
     return head + whole + pieces
 
 
@@ -408,6 +525,10 @@ def variants(tiles, no_hand_over: bool, arch: str, size, quicker: bool = False) 
             early = quicker_fix_up(source, defer=False)
             sources[Path(tile).stem + " (owner's early prefetch)"] = (stamped(early), True)
             sources[Path(tile).stem + " (quicker fix-up)"] = (stamped(quicker_fix_up(source)), True)
+            sources[Path(tile).stem + " (producer's fetch)"] = (
+                stamped(producer_fetch(source)),
+                True,
+            )
         if no_hand_over and "signal_flag(" in source:
             sources[Path(tile).stem + " (no hand-over)"] = (
                 stamped(without_hand_over(source)),
