@@ -526,6 +526,10 @@ def variants(tiles, no_hand_over: bool, arch: str, size, quicker: bool = False) 
             sources[Path(tile).stem + " (owner's early prefetch)"] = (stamped(early), True)
             sources[Path(tile).stem + " (quicker fix-up)"] = (stamped(quicker_fix_up(source)), True)
             sources[Path(tile).stem + " (producer's fetch)"] = (
+                stamped(producer_fetch(source, defer=False)),
+                True,
+            )
+            sources[Path(tile).stem + " (producer's fetch, flag deferred)"] = (
                 stamped(producer_fetch(source)),
                 True,
             )
