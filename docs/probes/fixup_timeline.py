@@ -226,6 +226,60 @@ FETCH = (
 )
 
 
+# The emitted owner and contributor code both variants rewrite.
+CONTRIBUTOR_SIGNAL = (
+    "                named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // every consumer thread's partial sum is written before the flag\n"
+    "                if (threadIdx.x == 0) signal_flag(&flags[pid * CLUSTER_SIZE + rank]);  // the partial sum is in the workspace (release)\n"
+)
+OWNER_WAIT = re.compile(
+    r" *if \(threadIdx\.x == 0\) wait_flag\(&flags\[c \* CLUSTER_SIZE \+ rank\]\);[^\n]*\n *named_barrier[^\n]*\n"
+)
+OWNER_READ = re.compile(
+    r"const float4 sum = __ldcg\(&partial\[\(\(i \* 1 \+ j\) \* 32 \+ v\) \* CONSUMER_THREADS \+ threadIdx\.x\]\);"
+)
+OWNER_LOOP = re.compile(r"( *)for \(int c = c_first; c < pid; \+\+c\) \{\n")
+
+
+def _owner_names(pieces: str) -> tuple[str, str]:
+    """The owner's `c_base` and `c_first` lines, and its piece's last step (an expression)."""
+    c_lines = re.search(
+        r"( *const int c_base = [^\n]*\n *const int c_first = [^\n]*\n)", pieces
+    ).group(1)
+    last = re.search(
+        r"mbarrier_arrive_remote\(&empty\[\((dp_rounds \* k_steps [^\]]*)\) % STAGES\]", pieces
+    ).group(1)
+    return c_lines, last
+
+
+def _owner_without_waits(pieces: str, first_sum: str) -> str:
+    """The owner's loop over its contributors without its waits (done earlier), the first
+    contributor's partial sum read as `first_sum` (a C++ float4 expression)."""
+    pieces, n = OWNER_WAIT.subn("", pieces)
+    assert n == 1, n
+    pieces, n = OWNER_READ.subn(
+        f"const float4 sum = c == c_first ? {first_sum} : __ldcg(&partial[((i * 1 + j) * 32 + v) * CONSUMER_THREADS + threadIdx.x]);",
+        pieces,
+    )
+    assert n == 1
+    return pieces
+
+
+def _before_owner_loop(pieces: str, lines: str) -> str:
+    """`lines` (each ending in a newline) just before the owner's loop, at its indent."""
+    loop = OWNER_LOOP.search(pieces)
+    text = "".join(loop.group(1) + line + "\n" for line in lines.rstrip("\n").split("\n"))
+    return pieces[: loop.start()] + text + pieces[loop.start() :]
+
+
+def _flag_deferred(pieces: str) -> str:
+    """The contributor's barrier and flag left pending (DEFERRED signals them later)."""
+    must_count(pieces, CONTRIBUTOR_SIGNAL)
+    return pieces.replace(
+        CONTRIBUTOR_SIGNAL,
+        "                flag_pending = true;  // probe: barrier and flag two K steps into the next piece\n",
+    )
+
+
 def _indent_of(src: str, text: str) -> str:
     i = src.index(text)
     return re.match(r" *", src[src.rindex("\n", 0, i) + 1 :]).group(0)
@@ -254,46 +308,22 @@ def quicker_fix_up(src: str, defer: bool = True) -> str:
     whole, pieces = body[:share], body[share:]
     pieces = PENDING_DECL + pieces
     # 1. the contributor: its barrier and flag deferred
-    old = (
-        "                named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // every consumer thread's partial sum is written before the flag\n"
-        "                if (threadIdx.x == 0) signal_flag(&flags[pid * CLUSTER_SIZE + rank]);  // the partial sum is in the workspace (release)\n"
-    )
-    must_count(pieces, old)
+    must_count(pieces, CONTRIBUTOR_SIGNAL)
     if defer:
-        pieces = pieces.replace(
-            old,
-            "                flag_pending = true;  // probe: barrier and flag two K steps into the next piece\n",
-        )
-    c_lines = re.search(
-        r"( *const int c_base = [^\n]*\n *const int c_first = [^\n]*\n)", pieces
-    ).group(1)
-    last = re.search(
-        r"mbarrier_arrive_remote\(&empty\[\((dp_rounds \* k_steps [^\]]*)\) % STAGES\]", pieces
-    ).group(1)
+        pieces = _flag_deferred(pieces)
+    c_lines, last = _owner_names(pieces)
     # the owner's loop: no waits (done before); the first contributor's sum from shared memory
     pieces, n = re.subn(
         r"\n *const int c_base = [^\n]*\n *const int c_first = [^\n]*\n", "\n", pieces
     )
     assert n == 1
-    pieces, n = re.subn(
-        r" *if \(threadIdx\.x == 0\) wait_flag\(&flags\[c \* CLUSTER_SIZE \+ rank\]\);[^\n]*\n *named_barrier[^\n]*\n",
-        "",
+    pieces = _owner_without_waits(
+        pieces, "PROBE_PIECE(v / 4)[v % 4 * CONSUMER_THREADS + threadIdx.x]"
+    )
+    pieces = _before_owner_loop(
         pieces,
+        "if (c_first < pid) probe_cp_async_wait_all();  // probe: this thread's copies have landed",
     )
-    assert n == 1, n
-    loop = re.search(r"( *)for \(int c = c_first; c < pid; \+\+c\) \{\n", pieces)
-    pieces = (
-        pieces[: loop.start()]
-        + loop.group(1)
-        + "if (c_first < pid) probe_cp_async_wait_all();  // probe: this thread's copies have landed\n"
-        + pieces[loop.start() :]
-    )
-    pieces, n = re.subn(
-        r"const float4 sum = __ldcg\(&partial\[\(\(i \* 1 \+ j\) \* 32 \+ v\) \* CONSUMER_THREADS \+ threadIdx\.x\]\);",
-        "const float4 sum = c == c_first ? PROBE_PIECE(v / 4)[v % 4 * CONSUMER_THREADS + threadIdx.x] : __ldcg(&partial[((i * 1 + j) * 32 + v) * CONSUMER_THREADS + threadIdx.x]);",
-        pieces,
-    )
-    assert n == 1
     # before the piece's K loop: who its contributors are, where its last step's slot is
     fill = "for (int q = 0; q < 128; ++q) acc[0][0][q] = 0.0f;\n"
     must_count(pieces, fill)
@@ -371,12 +401,7 @@ def producer_fetch(src: str, defer: bool = True) -> str:
     producer, body = src[:consumer], src[consumer:]
     share = body.index(SHARE)
     whole, pieces = body[:share], body[share:]
-    c_lines = re.search(
-        r"( *const int c_base = [^\n]*\n *const int c_first = [^\n]*\n)", pieces
-    ).group(1)
-    last = re.search(
-        r"mbarrier_arrive_remote\(&empty\[\((dp_rounds \* k_steps [^\]]*)\) % STAGES\]", pieces
-    ).group(1)
+    c_lines, last = _owner_names(pieces)
     # the producer: after the share's K loops
     i = " " * 16
     fetch = (
@@ -399,42 +424,18 @@ def producer_fetch(src: str, defer: bool = True) -> str:
     )
     p_share = producer.index(SHARE)
     tail = producer[p_share:]
-    end = "            }\n        }\n    " + CONSUMER[: len("} else {")]
     j = tail.index("                }\n            }\n        }\n    ")
     tail = tail[: j + len("                }\n")] + fetch + tail[j + len("                }\n") :]
     producer = producer[:p_share] + tail
-    del end
     # the consumers: no waits; the first contributor's sum from the fetched slots
-    pieces, n = re.subn(
-        r" *if \(threadIdx\.x == 0\) wait_flag\(&flags\[c \* CLUSTER_SIZE \+ rank\]\);[^\n]*\n *named_barrier[^\n]*\n",
-        "",
+    pieces = _owner_without_waits(pieces, "PROBE_FETCHED(v)")
+    pieces = _before_owner_loop(
         pieces,
+        f"const int probe_last = {last};\n"
+        "if (c_first < pid) for (int p = 0; p < 3; ++p) mbarrier_wait(&full[(probe_last + 1 + p) % STAGES], (probe_last + 1 + p) / STAGES % 2);  // probe: the fetched parts have landed",
     )
-    assert n == 1, n
-    loop = re.search(r"( *)for \(int c = c_first; c < pid; \+\+c\) \{\n", pieces)
-    ind = loop.group(1)
-    pieces = (
-        pieces[: loop.start()]
-        + f"{ind}const int probe_last = {last};\n"
-        + f"{ind}if (c_first < pid) for (int p = 0; p < 3; ++p) mbarrier_wait(&full[(probe_last + 1 + p) % STAGES], (probe_last + 1 + p) / STAGES % 2);  // probe: the fetched parts have landed\n"
-        + pieces[loop.start() :]
-    )
-    pieces, n = re.subn(
-        r"const float4 sum = __ldcg\(&partial\[\(\(i \* 1 \+ j\) \* 32 \+ v\) \* CONSUMER_THREADS \+ threadIdx\.x\]\);",
-        "const float4 sum = c == c_first ? PROBE_FETCHED(v) : __ldcg(&partial[((i * 1 + j) * 32 + v) * CONSUMER_THREADS + threadIdx.x]);",
-        pieces,
-    )
-    assert n == 1
     if defer:
-        old = (
-            "                named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // every consumer thread's partial sum is written before the flag\n"
-            "                if (threadIdx.x == 0) signal_flag(&flags[pid * CLUSTER_SIZE + rank]);  // the partial sum is in the workspace (release)\n"
-        )
-        must_count(pieces, old)
-        pieces = PENDING_DECL + pieces.replace(
-            old,
-            "                flag_pending = true;  // probe: barrier and flag two K steps into the next piece\n",
-        )
+        pieces = PENDING_DECL + _flag_deferred(pieces)
         release_end = (
             "                    }\n                }\n            }\n            " + LOOP_END
         )
