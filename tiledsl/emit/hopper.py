@@ -30,7 +30,7 @@ have; everything else (the wgmmas, the accumulator store) is the wgmma path's.
 
 from __future__ import annotations
 
-from ..ir.fetch import pieces_of_part, stage_buffers
+from ..ir.fetch import pieces_of_part, stage_buffers, stage_bytes
 from ..ir.grid import SK_MAX_FILL, SK_PARTS
 from ..ir.nodes import (
     BLOCK_ELECTED,
@@ -518,8 +518,7 @@ def _opened_by(lines: list[str]) -> str:
 def _expect_tx(emitter, k: KernelIR, s: ExpectTx) -> list[str]:
     """A stage's bytes (STAGE_BYTES), or a fetched part's (tiledsl.ir.fetch), announced."""
     note = f"  // {s.reason}" if s.reason else ""
-    stage = sum(size for _, size in stage_buffers(k))
-    nbytes = "STAGE_BYTES" if s.bytes == stage else str(s.bytes)
+    nbytes = "STAGE_BYTES" if s.bytes == stage_bytes(k) else str(s.bytes)
     return [f"mbarrier_expect_tx(&{_bar(emitter, s.bar)}, {nbytes});{note}"]
 
 

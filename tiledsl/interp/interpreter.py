@@ -59,7 +59,7 @@ import numpy as np
 
 from ..ir.dtypes import VALUE, convert, decode, encode
 from ..ir.expr import INT32, evaluate, variables
-from ..ir.fetch import fetch_parts, part_bytes, pieces_of_part, stage_buffers
+from ..ir.fetch import fetch_parts, part_bytes, part_spans
 from ..ir.grid import cluster_place, grid_vars, multicast_ranks, sharing_ranks, tile_steps
 from ..ir.nodes import (
     DTYPE_BYTES,
@@ -171,7 +171,7 @@ class _Flight:
     bar: tuple[str, int]
     nbytes: int
     who: str
-    stmt: TmaLoad
+    stmt: TmaLoad | PartialFetch  # a tile's box, or a part of a fetched partial sum
     dest: _Block | None = None  # the block it lands in (a multicast: one flight per block)
 
 
@@ -191,7 +191,7 @@ class _Block:
     clocks: HappensBefore | None
     races: RaceLog
     flights: list[_Flight] = field(default_factory=list)  # a cluster's blocks share one list
-    landed: list[tuple[str, int, int, TmaLoad]] = field(default_factory=list)
+    landed: list[tuple[str, int, int, TmaLoad | PartialFetch]] = field(default_factory=list)
     # in a thread-block cluster (`cluster`): its rank, its units' place in the cluster's
     # clocks, the cluster's blocks (itself included), its role threads still running, and
     # whether it has exited (its roles done and no cluster barrier holding it back)
@@ -943,17 +943,11 @@ class _Interpreter:
             case Ticket():
                 ag.env[s.var] = self.fixups.ticket(ag, slot, s.slices, who)
 
-    def _fetched_units(self, ag: _Agent, first: int, part: int) -> tuple[np.ndarray, ...]:
-        """The 2-byte units each bulk copy of part `part` of a fetched partial sum writes,
-        its part 0 in the stage slot of step `first` (tiledsl.ir.fetch)."""
-        stages = self.kernel.schedule.stages
-        sizes = dict(stage_buffers(self.kernel))
-        slot = (first + part) % stages
-        out = []
-        for name, _, nbytes in pieces_of_part(self.kernel, part):
-            lo = ag.memory.offsets[name] + slot * sizes[name]
-            out.append(np.arange(lo // UNIT, (lo + nbytes) // UNIT))
-        return tuple(out)
+    def _fetched_units(self, ag: _Agent, first: int, part: int) -> np.ndarray:
+        """The 2-byte units part `part` of a fetched partial sum writes, its part 0 in the
+        stage slot of step `first` (tiledsl.ir.fetch)."""
+        spans = part_spans(self.kernel, ag.memory.offsets, first, part)
+        return np.concatenate([np.arange(lo // UNIT, hi // UNIT) for _, lo, hi in spans])
 
     def _partial_fetch(self, ag: _Agent, s: PartialFetch) -> None:
         """The producer's bulk copies of part `s.part` of a partial sum into a stage slot:
@@ -971,7 +965,7 @@ class _Interpreter:
         bar = bars.ref(s.bar, ag.env, s)
         clocks = blk.clocks
         clock = clocks.issue(ag.index) if clocks is not None else None
-        units = np.concatenate(self._fetched_units(ag, first, s.part))
+        units = self._fetched_units(ag, first, s.part)
         self._not_in_flight(ag, units, s)
         self._not_being_read(ag, units, s)
         blk.tma_busy[units] = True
@@ -1001,7 +995,7 @@ class _Interpreter:
         assert s.staged is not None
         first = int(evaluate(s.staged, ag.env))
         parts = range(fetch_parts(self.kernel))
-        units = np.concatenate([u for p in parts for u in self._fetched_units(ag, first, p)])
+        units = np.concatenate([self._fetched_units(ag, first, p) for p in parts])
         self._not_in_flight(ag, units, s)
         issuers = ag.thread0 + np.arange(ag.warps * self.warp_width)
         every = np.broadcast_to(units, (len(issuers), len(units)))

@@ -16,24 +16,13 @@ The workspace holds a block's partial sum as the consumer threads' registers, 16
 quads = a thread's accumulators / 4) is CONSUMER_THREADS float4s. Part p is bytes
 [p * STAGE_BYTES, ...) of it and lands in the slot of step last + 1 + p, the stage's
 buffers one after another (A's slot, then B's). Every buffer's slot being a whole number
-of rows, a row's place (part, buffer, row within it) is known when the kernel is built.
+of rows, a row's place (part, buffer, row within it) is known when the kernel is built
+(the emitted code's unrolled loop folds it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .nodes import DTYPE_BYTES, KernelIR
-
-
-@dataclass(frozen=True)
-class Place:
-    """Where row `row` of a fetched partial sum lands: in part `part` (the slot of step
-    last + 1 + part), buffer `buffer`'s slot, `line` rows of CONSUMER_THREADS float4s in."""
-
-    part: int
-    buffer: str
-    line: int
 
 
 def stage_buffers(kernel: KernelIR) -> tuple[tuple[str, int], ...]:
@@ -64,24 +53,22 @@ def fetch_parts(kernel: KernelIR) -> int:
     if not (s.stream_k and s.aligned) or s.teams != 1:
         return 0
     buffers = stage_buffers(kernel)
-    stage = sum(size for _, size in buffers)
     row = row_bytes(kernel)
     if not buffers or any(size % row for _, size in buffers):
         return 0
-    parts = -(-partial_bytes(kernel) // stage)
+    parts = -(-partial_bytes(kernel) // stage_bytes(kernel))
     return parts if parts <= s.stages - 1 else 0
 
 
 def part_bytes(kernel: KernelIR, part: int) -> int:
-    stage = sum(size for _, size in stage_buffers(kernel))
+    stage = stage_bytes(kernel)
     return min(stage, partial_bytes(kernel) - part * stage)
 
 
 def pieces_of_part(kernel: KernelIR, part: int) -> tuple[tuple[str, int, int], ...]:
     """Part `part`'s bulk copies: (buffer, byte offset in the partial sum, bytes), each to
     the start of the buffer's slot."""
-    stage = sum(size for _, size in stage_buffers(kernel))
-    start, left = part * stage, part_bytes(kernel, part)
+    start, left = part * stage_bytes(kernel), part_bytes(kernel, part)
     pieces = []
     for name, size in stage_buffers(kernel):
         if left <= 0:
@@ -92,13 +79,19 @@ def pieces_of_part(kernel: KernelIR, part: int) -> tuple[tuple[str, int, int], .
     return tuple(pieces)
 
 
-def place(kernel: KernelIR, row: int) -> Place:
-    """Where workspace row `row` of a fetched partial sum lands."""
-    rb = row_bytes(kernel)
-    stage = sum(size for _, size in stage_buffers(kernel))
-    part, offset = divmod(row * rb, stage)
-    for name, size in stage_buffers(kernel):
-        if offset < size:
-            return Place(part, name, offset // rb)
-        offset -= size
-    raise AssertionError("a row past its stage")  # unreachable: offset < stage
+def part_spans(
+    kernel: KernelIR, offsets: dict[str, int], first: int, part: int
+) -> tuple[tuple[str, int, int], ...]:
+    """Where part `part` lands, part 0 in the stage slot of step `first`: (buffer, lo, hi),
+    the byte span of the block's shared memory each of its bulk copies writes."""
+    sizes = dict(stage_buffers(kernel))
+    slot = (first + part) % kernel.schedule.stages
+    return tuple(
+        (name, offsets[name] + slot * sizes[name], offsets[name] + slot * sizes[name] + nbytes)
+        for name, _, nbytes in pieces_of_part(kernel, part)
+    )
+
+
+def stage_bytes(kernel: KernelIR) -> int:
+    """A stage's bytes: what a K step's TMA copies bring (STAGE_BYTES)."""
+    return sum(size for _, size in stage_buffers(kernel))

@@ -62,7 +62,7 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import error
 from ..ir.expr import Const, evaluate
-from ..ir.fetch import fetch_parts, part_bytes, pieces_of_part, stage_buffers
+from ..ir.fetch import fetch_parts, part_bytes, part_spans
 from ..ir.grid import cluster_place, grid_vars, multicast_ranks, sharing_ranks, tile_steps
 from ..ir.nodes import (
     BLOCK_ELECTED,
@@ -462,14 +462,11 @@ class _Block:
         """(tile, byte span) of each bulk copy of a fetched partial sum whose part 0 is in
         the slot of step `first` (part `only`'s alone, if given)."""
         stages = self.k.schedule.stages
-        sizes = dict(stage_buffers(self.k))
         for part in range(fetch_parts(self.k)) if only is None else (only,):
-            slot = (first + part) % stages
-            for name, _, nbytes in pieces_of_part(self.k, part):
+            for name, lo, hi in part_spans(self.k, self.offsets, first, part):
                 buf = self.k.buffer(name)
-                tile = SharedTile(name, Const(slot), (Const(0), Const(0)), buf.rows, buf.cols)
-                lo = self.offsets[name] + slot * sizes[name]
-                yield tile, (lo, lo + nbytes)
+                slot = Const((first + part) % stages)
+                yield SharedTile(name, slot, (Const(0), Const(0)), buf.rows, buf.cols), (lo, hi)
 
     def access(
         self,

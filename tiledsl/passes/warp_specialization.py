@@ -526,7 +526,7 @@ def _fix_up(kernel: KernelIR, stores: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
         ),
     )
     if aligned:  # the owner holds the tile's last step; c_first holds its first
-        first = tuple(Let(name, e) for name, e in first_contributor().items())
+        first: tuple[Stmt, ...] = tuple(Let(n, e) for n, e in first_contributor().items())
         steps = _fetched_steps(kernel)
         if steps:  # c_first's partial sum from the stage slots its producer fetched it into
             stages = Const(kernel.schedule.stages, "STAGES")
