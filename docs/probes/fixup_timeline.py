@@ -643,8 +643,8 @@ def main() -> None:
     clock, base = CudaClock(arch), cublas()
     for size in [tuple(int(v) for v in s.split("x")) for s in args.sizes]:
         label = "x".join(map(str, size))
-        base = Path(args.base_source).read_text() if args.base_source else None
-        kernels = variants(args.tile, args.no_hand_over, arch, size, args.quicker, base)
+        base_source = Path(args.base_source).read_text() if args.base_source else None
+        kernels = variants(args.tile, args.no_hand_over, arch, size, args.quicker, base_source)
         sets, set_bytes = rotated_sets(size, 0, "ints")
         work = {
             name: kernel_calls(k, run, sizes, size, sets)
