@@ -22,7 +22,9 @@ from helpers import check_hand_over_removed, cli, interpret_exact, line_of, smal
 
 from tiledsl.driver import compile_source
 from tiledsl.frontend.parser import parse
+from tiledsl.interp.errors import DeadlockError, InterpreterError, RaceError
 from tiledsl.ir.expr import Var, evaluate
+from tiledsl.ir.fetch import fetch_parts
 from tiledsl.ir.grid import (
     aligned_step,
     contributors,
@@ -34,7 +36,10 @@ from tiledsl.ir.grid import (
 from tiledsl.ir.nodes import (
     HANDOFFS,
     Barrier,
+    FlagWait,
     KernelIR,
+    PartialAdd,
+    PartialFetch,
     walk,
 )
 from tiledsl.models.mbarrier_hazards import HandoffProblem, prove
@@ -50,6 +55,12 @@ def kernel(variant: str = "small") -> KernelIR:
         text = {
             "small": SMALL,
             "cluster": SMALL.replace("    target", "    cluster 2 x 1\n    target"),
+            # 3 stages: the owner's producer fetches its first contributor's partial sum
+            # (32 KB) into the two slots its last step leaves (tiledsl.ir.fetch)
+            "fetched": SMALL.replace("stages  2", "stages  3"),
+            "fetched cluster": SMALL.replace("stages  2", "stages  3").replace(
+                "    target", "    cluster 2 x 1\n    target"
+            ),
         }[variant]
         _KERNELS[variant] = compile_source(text, f"{variant}.tile").kernels[0]
     return _KERNELS[variant]
@@ -148,7 +159,7 @@ def test_the_blocks_read_k_at_two_fronts() -> None:
 # ---------------------------------------------------------------- exact
 
 
-@pytest.mark.parametrize("variant", ["small", "cluster"])
+@pytest.mark.parametrize("variant", ["small", "cluster", "fetched", "fetched cluster"])
 @pytest.mark.parametrize(
     "tiles, steps, blocks",
     [
@@ -195,10 +206,48 @@ def test_every_statement_of_the_hand_over_removed_is_caught(index) -> None:
     check_hand_over_removed(kernel("small"), index, flag=0)
 
 
+def test_the_fetch_fills_the_slots_after_the_owner_piece() -> None:
+    k = kernel("fetched")
+    assert fetch_parts(k) == 2 and fetch_parts(kernel("small")) == 0  # 2 stages: no room
+    fetches = [s for s in walk(k.body) if isinstance(s, PartialFetch)]
+    assert [f.part for f in fetches] == [0, 1]
+    staged = [s for s in walk(k.body) if isinstance(s, PartialAdd) and s.staged is not None]
+    assert len(staged) == 1
+    waits = [s for s in walk(k.body) if isinstance(s, FlagWait) and s.by_producer]
+    assert len(waits) == 1  # the producer's acquire of the first contributor's flag
+
+
+@pytest.mark.parametrize(
+    "kind, error",
+    [
+        (FlagWait, (RaceError, "fetches workspace slot .* without waiting on flags")),
+        (PartialFetch, (DeadlockError, "part 1 of block c_first.s partial sum has landed")),
+        (PartialAdd, (InterpreterError, "fetched from workspace slot .* is never added")),
+    ],
+)
+def test_every_statement_of_the_fetch_removed_is_caught(kind, error) -> None:
+    """Without the producer's acquire, a race; without a part's copy, the consumers wait on
+    bytes that never come; without the staged add, a sum left behind."""
+    k = kernel("fetched")
+    s = next(
+        s
+        for s in walk(k.body)
+        if isinstance(s, kind)
+        and (
+            (isinstance(s, FlagWait) and s.by_producer)
+            or (isinstance(s, PartialFetch) and s.part == 1)
+            or (isinstance(s, PartialAdd) and s.staged is not None)
+        )
+    )
+    bm, bn, bk = k.schedule.block
+    with pytest.raises(error[0], match=error[1]):
+        interpret_exact(without(k, s), bm, bn, 8 * bk, seed=3, schedules=1, blocks=3)
+
+
 # ---------------------------------------------------------------- the proof
 
 
-@pytest.mark.parametrize("variant", ["small", "cluster"])
+@pytest.mark.parametrize("variant", ["small", "cluster", "fetched", "fetched cluster"])
 def test_the_proof_covers_the_pieces_and_every_handoff_removed_is_caught(variant) -> None:
     k = kernel(variant)
     prove(k)

@@ -514,14 +514,24 @@ def check_by_oracles(k, run, sizes, size, label: str) -> None:
     assert not bad
 
 
-def variants(tiles, no_hand_over: bool, arch: str, size, quicker: bool = False) -> dict:
+def variants(
+    tiles, no_hand_over: bool, arch: str, size, quicker: bool = False, base: str | None = None
+) -> dict:
     """name: (kernel IR, its launcher, its size parameters, its module), each stamped; every
-    one but the wrong-on-purpose ones checked by both oracles first."""
+    one but the wrong-on-purpose ones checked by both oracles first. `base`: the aligned
+    kernel's source as an earlier tiledsl emitted it (same parameters), the one the
+    variants are made from; the kernel as emitted now is timed beside it."""
     label = "x".join(map(str, size))
     kernels = {}
     for tile in tiles:
         k, launch, source = first_kernel(tile)
         sources = {Path(tile).stem: (stamped(source), True)}
+        if base is not None and "const int c_first" in source:
+            sources = {
+                Path(tile).stem: (stamped(base), True),
+                Path(tile).stem + " (as emitted now)": (stamped(source), True),
+            }
+            source = base
         if quicker and "const int c_first" in source:
             early = quicker_fix_up(source, defer=False)
             sources[Path(tile).stem + " (owner's early prefetch)"] = (stamped(early), True)
@@ -619,6 +629,10 @@ def main() -> None:
     ap.add_argument(
         "--quicker", action="store_true", help="also the aligned kernel with quicker_fix_up()"
     )
+    ap.add_argument(
+        "--base-source",
+        help="the aligned kernel's CUDA as an earlier tiledsl emitted it, for the variants",
+    )
     ap.add_argument("--show", help="print this tile's stamped source and stop")
     args = ap.parse_args()
     if args.show:
@@ -629,7 +643,8 @@ def main() -> None:
     clock, base = CudaClock(arch), cublas()
     for size in [tuple(int(v) for v in s.split("x")) for s in args.sizes]:
         label = "x".join(map(str, size))
-        kernels = variants(args.tile, args.no_hand_over, arch, size, args.quicker)
+        base_source = Path(args.base_source).read_text() if args.base_source else None
+        kernels = variants(args.tile, args.no_hand_over, arch, size, args.quicker, base_source)
         sets, set_bytes = rotated_sets(size, 0, "ints")
         work = {
             name: kernel_calls(k, run, sizes, size, sets)

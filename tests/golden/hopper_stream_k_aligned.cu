@@ -170,6 +170,20 @@ __device__ __forceinline__ void wait_flag(unsigned* flag) {
     } while (!set);
     asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\n" :: "l"(flag) : "memory");
 }
+// The owner's producer thread, after its acquire of the contributor's flag: what the acquire
+// made visible to this thread, visible to its TMA copies too (the async proxy reads it).
+__device__ __forceinline__ void fence_proxy_async_global() {
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+// cp.async.bulk (1-D, no tensor map): `bytes` (a multiple of 16) from global `src` to
+// shared `dst`, counted on the mbarrier at `bar`.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes,
+                                          unsigned long long* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];\n"
+                 :: "r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar))
+                 : "memory");
+}
 // Until `threads` threads (whole warps) have reached named barrier `id`.
 __device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
     asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
@@ -234,7 +248,7 @@ static_assert((WARPS_M * WARPS_N + 1) * WARP_SIZE == THREADS, "the consumer warp
 // fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
 // copy tma (line 21): the TMA unit copies A's and B's tiles (cp.async.bulk.tensor.2d, one box per 128-byte panel, in the 128-byte swizzle), completing on the slot's mbarrier
 // warp_specialize (line 22): warpgroup 2 is the producer (one thread issues the TMA copies, setmaxnreg down), warpgroups 0-1 the consumers (the wgmmas, setmaxnreg up), handing slots over through mbarriers
-// persistent (line 23): one block per SM (gridDim.x, read at launch); every block takes dp_rounds whole tiles pid, pid + gridDim.x, ..., then its equal share of the K steps of the last round's tiles, its last tile first (stream-K, aligned): every block starts at K step 0, so the blocks read A and B at the same K steps; a piece that ends inside its tile hands its partial sum to the block holding the tile's last K step through the workspace and a flag, and that block adds them in block order before it stores C
+// persistent (line 23): one block per SM (gridDim.x, read at launch); every block takes dp_rounds whole tiles pid, pid + gridDim.x, ..., then its equal share of the K steps of the last round's tiles, its last tile first (stream-K, aligned): every block starts at K step 0, so the blocks read A and B at the same K steps; a piece that ends inside its tile hands its partial sum to the block holding the tile's last K step through the workspace and a flag, and that block adds them in block order before it stores C; the owner's producer fetches the first of them into the 3 stage slots after its last step (cp.async.bulk), whence its consumers add it
 // cluster 2 x 1 (line 24): clusters of 2 x 1 blocks on neighbouring tiles; B's tile by the 2 blocks along M (2 parts) shared: each block loads its part, which TMA multicasts into every sharer, and a slot is refilled once every sharer has released it
 // pad xor (default): no padding; the 128-byte swizzle wgmma's descriptors read: lines in 128-byte panels, chunk c of line l at chunk c ^ (l % 8)
 constexpr int AS_ROWS = 128, AS_PITCH = 64;  // block tile of A: 4 slot(s) of 128 x 64, row-major
@@ -257,7 +271,7 @@ constexpr int STAGES = 4, STAGE_BYTES = 49152;  // mbarrier stages: A's and B's 
 constexpr int PRODUCER_REGISTERS = 40, CONSUMER_REGISTERS = 232;  // setmaxnreg per role (tiledsl.models.registers)
 // swizzle grouped 8 (line 25): blocks walk GROUP_M block-rows at a time, so neighbours share A and B in L2
 constexpr int GROUP_M = 8;
-// sync minimal (default): one block barrier, after the mbarriers' initialisation; the roles hand the stages over through mbarriers, and the handoff proof kept 22 handoff statement(s) and removed 0 (see --explain-sync)
+// sync minimal (default): one block barrier, after the mbarriers' initialisation; the roles hand the stages over through mbarriers, and the handoff proof kept 31 handoff statement(s) and removed 0 (see --explain-sync)
 // load_order ab (default): A's tile is copied first
 // accumulate f32 (default): fragments accumulate in float
 // epilogue_via tma (line 26): each consumer warpgroup stages its C in Cs rounded to f16, by stmatrix, 128 columns at a time; one thread hands each piece to a TMA store
@@ -360,6 +374,36 @@ hopper_stream_k_aligned(const __grid_constant__ TensorMap map_A, const __grid_co
                     tma_load_2d_multicast(&Bs[step % STAGES][1][crow * 32][0], &map_B, bn * BN + 64, kt * BK + crow * 32, &full[step % STAGES], column_mask);
                     tma_load_2d_multicast(&Bs[step % STAGES][2][crow * 32][0], &map_B, bn * BN + 128, kt * BK + crow * 32, &full[step % STAGES], column_mask);
                     tma_load_2d_multicast(&Bs[step % STAGES][3][crow * 32][0], &map_B, bn * BN + 192, kt * BK + crow * 32, &full[step % STAGES], column_mask);
+                }
+                if (k_hi == k_steps) {
+                    const int c_base = max((u_tile * workers + sk_tiles - 1) / sk_tiles, 1) - 1;
+                    const int c_first = c_base + min(max(u_tile * k_steps + 1 - ((c_base + 1) * sk_quotient + (c_base + 1) * sk_remainder / sk_blocks), 0), 1);
+                    if (c_first < pid) {
+                        const int last_step = dp_rounds * k_steps + (max(sk_last - (u_tile + 1) * k_steps, 0) + (k_hi - 1) - k_lo);
+                        wait_flag(&flags[c_first * CLUSTER_SIZE + rank]);  // block c_first's partial sum of this tile is in the workspace (acquire, for the TMA unit)
+                        fence_proxy_async_global();  // ... and for its TMA copies
+                        mbarrier_wait(&empty[(last_step + 1) % STAGES], ((last_step + 1) / STAGES + 1) % 2);  // the consumers have retired the slot's last wgmmas (no load refills it)
+                        mbarrier_expect_tx(&full[(last_step + 1) % STAGES], STAGE_BYTES);  // part 0 of the partial sum, by TMA
+                        {  // part 0: the stage slot of step last_step + 1
+                            const unsigned char* fetched = reinterpret_cast<const unsigned char*>(workspace) + static_cast<size_t>(c_first * CLUSTER_SIZE + rank) * (PARTIAL_FLOATS * 4);
+                            bulk_load(reinterpret_cast<unsigned char*>(As[(last_step + 1) % STAGES]), fetched + 0, 16384, &full[(last_step + 1) % STAGES]);  // 16384 bytes to As's slot
+                            bulk_load(reinterpret_cast<unsigned char*>(Bs[(last_step + 1) % STAGES]), fetched + 16384, 32768, &full[(last_step + 1) % STAGES]);  // 32768 bytes to Bs's slot
+                        }
+                        mbarrier_wait(&empty[(last_step + 2) % STAGES], ((last_step + 2) / STAGES + 1) % 2);  // the consumers have retired the slot's last wgmmas (no load refills it)
+                        mbarrier_expect_tx(&full[(last_step + 2) % STAGES], STAGE_BYTES);  // part 1 of the partial sum, by TMA
+                        {  // part 1: the stage slot of step last_step + 2
+                            const unsigned char* fetched = reinterpret_cast<const unsigned char*>(workspace) + static_cast<size_t>(c_first * CLUSTER_SIZE + rank) * (PARTIAL_FLOATS * 4);
+                            bulk_load(reinterpret_cast<unsigned char*>(As[(last_step + 2) % STAGES]), fetched + 49152, 16384, &full[(last_step + 2) % STAGES]);  // 16384 bytes to As's slot
+                            bulk_load(reinterpret_cast<unsigned char*>(Bs[(last_step + 2) % STAGES]), fetched + 65536, 32768, &full[(last_step + 2) % STAGES]);  // 32768 bytes to Bs's slot
+                        }
+                        mbarrier_wait(&empty[(last_step + 3) % STAGES], ((last_step + 3) / STAGES + 1) % 2);  // the consumers have retired the slot's last wgmmas (no load refills it)
+                        mbarrier_expect_tx(&full[(last_step + 3) % STAGES], 32768);  // part 2 of the partial sum, by TMA
+                        {  // part 2: the stage slot of step last_step + 3
+                            const unsigned char* fetched = reinterpret_cast<const unsigned char*>(workspace) + static_cast<size_t>(c_first * CLUSTER_SIZE + rank) * (PARTIAL_FLOATS * 4);
+                            bulk_load(reinterpret_cast<unsigned char*>(As[(last_step + 3) % STAGES]), fetched + 98304, 16384, &full[(last_step + 3) % STAGES]);  // 16384 bytes to As's slot
+                            bulk_load(reinterpret_cast<unsigned char*>(Bs[(last_step + 3) % STAGES]), fetched + 114688, 16384, &full[(last_step + 3) % STAGES]);  // 16384 bytes to Bs's slot
+                        }
+                    }
                 }
             }
         }
@@ -492,8 +536,33 @@ hopper_stream_k_aligned(const __grid_constant__ TensorMap map_A, const __grid_co
             } else {
                 const int c_base = max((u_tile * workers + sk_tiles - 1) / sk_tiles, 1) - 1;
                 const int c_first = c_base + min(max(u_tile * k_steps + 1 - ((c_base + 1) * sk_quotient + (c_base + 1) * sk_remainder / sk_blocks), 0), 1);
+                if (c_first < pid) {
+                    const int last_step = dp_rounds * k_steps + (max(sk_last - (u_tile + 1) * k_steps, 0) + (k_hi - 1) - k_lo);
+                    mbarrier_wait(&full[(last_step + 1) % STAGES], (last_step + 1) / STAGES % 2);  // part 0 of block c_first's partial sum has landed
+                    mbarrier_wait(&full[(last_step + 2) % STAGES], (last_step + 2) / STAGES % 2);  // part 1 of block c_first's partial sum has landed
+                    mbarrier_wait(&full[(last_step + 3) % STAGES], (last_step + 3) / STAGES % 2);  // part 2 of block c_first's partial sum has landed
+                    {  // block c_first's partial sum, fetched by the producer
+                        #pragma unroll
+                        for (int i = 0; i < 1; ++i) {
+                            #pragma unroll
+                            for (int j = 0; j < 1; ++j) {
+                                #pragma unroll
+                                for (int v = 0; v < 32; ++v) {
+                                    const int row = (i * 1 + j) * 32 + v;
+                                    const int at = row * (CONSUMER_THREADS * 16) % STAGE_BYTES, part = row * (CONSUMER_THREADS * 16) / STAGE_BYTES;
+                                    const unsigned char* from = at < 16384 ? reinterpret_cast<unsigned char*>(As[((last_step + 1) + part) % STAGES]) + at : reinterpret_cast<unsigned char*>(Bs[((last_step + 1) + part) % STAGES]) + (at - 16384);
+                                    const float4 sum = reinterpret_cast<const float4*>(from)[threadIdx.x];
+                                    acc[i][j][4 * v + 0] += sum.x;
+                                    acc[i][j][4 * v + 1] += sum.y;
+                                    acc[i][j][4 * v + 2] += sum.z;
+                                    acc[i][j][4 * v + 3] += sum.w;
+                                }
+                            }
+                        }
+                    }
+                }
                 // the blocks before this one whose shares reach into the tile, in order
-                for (int c = c_first; c < pid; ++c) {
+                for (int c = c_first + 1; c < pid; ++c) {
                     if (threadIdx.x == 0) wait_flag(&flags[c * CLUSTER_SIZE + rank]);  // block c's partial sum of this tile is in the workspace (acquire)
                     named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // the first thread's acquire, before every thread's reads
                     {  // block c's partial sum, in block order

@@ -27,6 +27,7 @@ from ..frontend.hopper import MAX_CLUSTER
 from ..gpu import toolchain
 from ..gpu.toolchain import PtxasReport
 from ..ir.expr import to_c
+from ..ir.fetch import fetch_parts
 from ..ir.grid import SK_PARTS
 from ..ir.nodes import (
     KernelIR,
@@ -274,6 +275,13 @@ def _threads(kernel: KernelIR) -> list[str]:
             "of f32 partial sums and a flag per block of the grid, in global memory (the "
             "launcher allocates them once); every block resident (the persistent grid)"
         )
+        parts = fetch_parts(kernel)
+        if parts:
+            out.append(
+                f"  fetch  an owner's producer copies its first contributor's partial sum "
+                f"into the {parts} stage slots after its last K step (cp.async.bulk, "
+                "tiledsl.ir.fetch); its consumers add it from shared memory"
+            )
     if kernel.grid_split:
         bm, bn, _ = s.block
         out.append(

@@ -30,6 +30,7 @@ have; everything else (the wgmmas, the accumulator store) is the wgmma path's.
 
 from __future__ import annotations
 
+from ..ir.fetch import pieces_of_part, stage_buffers, stage_bytes
 from ..ir.grid import SK_MAX_FILL, SK_PARTS
 from ..ir.nodes import (
     BLOCK_ELECTED,
@@ -41,6 +42,7 @@ from ..ir.nodes import (
     KernelIR,
     Let,
     PartialAdd,
+    PartialFetch,
     PartialStore,
     ProxyFence,
     Roles,
@@ -154,6 +156,25 @@ __device__ __forceinline__ void wait_flag(unsigned* flag) {
         asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\\n" : "=r"(set) : "l"(flag) : "memory");
     } while (!set);
     asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\\n" :: "l"(flag) : "memory");
+}
+"""
+
+# `stream_k_aligned`'s fetched hand-over (tiledsl.ir.fetch): the producer's thread copies
+# an owner's first contributor's partial sum into the stage slots its last steps free.
+FETCH_HELPERS = """\
+// The owner's producer thread, after its acquire of the contributor's flag: what the acquire
+// made visible to this thread, visible to its TMA copies too (the async proxy reads it).
+__device__ __forceinline__ void fence_proxy_async_global() {
+    asm volatile("fence.proxy.async.global;\\n" ::: "memory");
+}
+// cp.async.bulk (1-D, no tensor map): `bytes` (a multiple of 16) from global `src` to
+// shared `dst`, counted on the mbarrier at `bar`.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes,
+                                          unsigned long long* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];\\n"
+                 :: "r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar))
+                 : "memory");
 }
 """
 
@@ -415,12 +436,14 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
             ]
         case _ if isinstance(s, BLOCK_ELECTED) and k.specialization is None:
             # no producer: one thread of the block issues them
-            inner = _tma_load(emitter, k, s) if isinstance(s, TmaLoad) else _expect_tx(emitter, s)
+            inner = (
+                _tma_load(emitter, k, s) if isinstance(s, TmaLoad) else _expect_tx(emitter, k, s)
+            )
             return [THREAD_0, *("    " + x for x in inner), "}"]
         case TmaLoad():
             return _tma_load(emitter, k, s)
         case ExpectTx():
-            return _expect_tx(emitter, s)
+            return _expect_tx(emitter, k, s)
         case Arrive() if s.sharers:
             return [
                 f"if (lane == 0) {{  // {s.reason}: in every block of this one's cluster row "
@@ -447,6 +470,13 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
                 "reads the ticket after its acquire",
                 f"const int {s.var} = *ticket_box;",
             ]
+        case FlagWait(by_producer=True):  # its thread runs alone (`if (lane == 0)`)
+            return [
+                f"wait_flag(&flags[{emitter.expr(s.slot)}]);  // {s.reason}",
+                "fence_proxy_async_global();  // ... and for its TMA copies",
+            ]
+        case PartialFetch():
+            return _partial_fetch(emitter, k, s)
         case FlagSignal() | FlagWait():
             call = "signal_flag" if isinstance(s, FlagSignal) else "wait_flag"
             return [f"if (threadIdx.x == 0) {call}(&flags[{emitter.expr(s.slot)}]);  // {s.reason}"]
@@ -485,9 +515,11 @@ def _opened_by(lines: list[str]) -> str:
     return next((x for x in reversed(lines[:-1]) if not x.startswith(" ")), "")
 
 
-def _expect_tx(emitter, s: ExpectTx) -> list[str]:
+def _expect_tx(emitter, k: KernelIR, s: ExpectTx) -> list[str]:
+    """A stage's bytes (STAGE_BYTES), or a fetched part's (tiledsl.ir.fetch), announced."""
     note = f"  // {s.reason}" if s.reason else ""
-    return [f"mbarrier_expect_tx(&{_bar(emitter, s.bar)}, STAGE_BYTES);{note}"]
+    nbytes = "STAGE_BYTES" if s.bytes == stage_bytes(k) else str(s.bytes)
+    return [f"mbarrier_expect_tx(&{_bar(emitter, s.bar)}, {nbytes});{note}"]
 
 
 def _bar(emitter, ref) -> str:
@@ -545,6 +577,51 @@ def _tma_load(emitter, k: KernelIR, s: TmaLoad) -> list[str]:
     return out
 
 
+def _slot_bytes(k: KernelIR, name: str, slot: str) -> str:
+    """The first byte of stage buffer `name`'s slot `slot` (a C++ expression)."""
+    return f"reinterpret_cast<unsigned char*>({name}[{slot}])"
+
+
+def _partial_fetch(emitter, k: KernelIR, s: PartialFetch) -> list[str]:
+    """The producer's bulk copies of part `s.part` of a partial sum into the stage slot of
+    step `s.step` (tiledsl.ir.fetch): one per stage buffer the part reaches."""
+    slot = f"({emitter.expr(s.step)}) % STAGES"
+    out = [
+        f"{{  // {s.reason}: the stage slot of step {emitter.expr(s.step)}",
+        "    const unsigned char* fetched = reinterpret_cast<const unsigned char*>(workspace) + "
+        f"static_cast<size_t>({emitter.expr(s.slot)}) * (PARTIAL_FLOATS * 4);",
+    ]
+    for name, offset, nbytes in pieces_of_part(k, s.part):
+        out.append(
+            f"    bulk_load({_slot_bytes(k, name, slot)}, fetched + {offset}, {nbytes}, "
+            f"&{_bar(emitter, s.bar)});  // {nbytes} bytes to {name}'s slot"
+        )
+    return [*out, "}"]
+
+
+def _fetched_row(k: KernelIR, staged: str) -> list[str]:
+    """`from`: where workspace row `row` of a fetched partial sum is, in the stage slots of
+    steps `staged` on (tiledsl.ir.fetch; the branches fold away in the unrolled loop)."""
+    starts, start = [], 0
+    for name, size in stage_buffers(k):
+        starts.append((name, start, size))
+        start += size
+
+    def at(name: str, first: int) -> str:
+        base = _slot_bytes(k, name, f"({staged} + part) % STAGES")
+        return f"{base} + (at - {first})" if first else f"{base} + at"
+
+    name, first, _ = starts[-1]
+    where = at(name, first)
+    for name, first, size in reversed(starts[:-1]):
+        where = f"at < {first + size} ? {at(name, first)} : {where}"
+    return [
+        "const int at = row * (CONSUMER_THREADS * 16) % STAGE_BYTES, "
+        "part = row * (CONSUMER_THREADS * 16) / STAGE_BYTES;",
+        f"const unsigned char* from = {where};",
+    ]
+
+
 def _partial(emitter, k: KernelIR, s: PartialStore | PartialAdd) -> list[str]:
     """Every consumer thread's accumulators to (or plus) slot `s.slot` of the workspace, 4
     values at a time, thread after thread (each warp's 16-byte accesses side by side); L2
@@ -556,16 +633,30 @@ def _partial(emitter, k: KernelIR, s: PartialStore | PartialAdd) -> list[str]:
     value = [f"{acc.name}[i][j][4 * v + {e}]" for e in range(4)]
     if isinstance(s, PartialStore):
         body = [f"__stcg(&{at}, make_float4({', '.join(value)}));"]
+    elif s.staged is not None:  # from the stage slots the producer fetched it into
+        body = [
+            f"const int row = (i * {cols} + j) * {quads} + v;",
+            *_fetched_row(k, f"({emitter.expr(s.staged)})"),
+            "const float4 sum = reinterpret_cast<const float4*>(from)[threadIdx.x];",
+            *(f"{x} += sum.{c};" for x, c in zip(value, "xyzw", strict=True)),
+        ]
     else:
         body = [
             f"const float4 sum = __ldcg(&{at});",
             *(f"{x} += sum.{c};" for x, c in zip(value, "xyzw", strict=True)),
         ]
     const = "const " if isinstance(s, PartialAdd) else ""
+    pointer = (
+        [
+            f"    {const}float4* partial = reinterpret_cast<{const}float4*>(workspace) + "
+            f"({emitter.expr(s.slot)}) * (PARTIAL_FLOATS / 4);"
+        ]
+        if not isinstance(s, PartialAdd) or s.staged is None
+        else []
+    )
     return [
         f"{{  // {s.reason}",
-        f"    {const}float4* partial = reinterpret_cast<{const}float4*>(workspace) + "
-        f"({emitter.expr(s.slot)}) * (PARTIAL_FLOATS / 4);",
+        *pointer,
         "    #pragma unroll",
         f"    for (int i = 0; i < {rows}; ++i) {{",
         "        #pragma unroll",

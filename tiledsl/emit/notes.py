@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.epilogue import Epilogue
+from ..ir.fetch import fetch_parts
 from ..ir.nodes import C_TYPES, KernelIR
 from .paths import lowering_for
 
@@ -152,6 +153,12 @@ def _persisting(k: KernelIR) -> str:
             "its tile hands its partial sum to the block holding the tile's last K step "
             "through the workspace and a flag, and that block adds them in block order "
             "before it stores C"
+            + (
+                f"; the owner's producer fetches the first of them into the {fetch_parts(k)} "
+                "stage slots after its last step (cp.async.bulk), whence its consumers add it"
+                if fetch_parts(k)
+                else ""
+            )
         )
     if k.stream_k:
         return (

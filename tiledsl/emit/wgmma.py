@@ -35,6 +35,7 @@ from dataclasses import replace
 
 from ..errors import error
 from ..ir.expr import ZERO
+from ..ir.fetch import fetch_parts
 from ..ir.nodes import (
     DTYPE_BYTES,
     Barrier,
@@ -128,6 +129,8 @@ class WgmmaLowering(PathLowering):
         if any(k.hands_over for k in kernels):  # stream-K's flags, split-K's tickets
             flags = hopper.FLAG_HELPERS if any(k.stream_k for k in kernels) else ""
             tickets = hopper.TICKET_HELPERS if any(k.grid_split for k in kernels) else ""
+            if any(fetch_parts(k) for k in kernels):  # stream_k_aligned's fetched hand-over
+                flags += hopper.FETCH_HELPERS
             out += [flags + tickets + hopper.NAMED_BARRIER_HELPER, ""]
         if any(v.passed == "divisor" for k in kernels for v in k.launch_scalars):
             out += [hopper.DIVISOR_HELPERS, ""]

@@ -53,7 +53,7 @@ GENERATED = frozenset(
     mbarrier_arrive mbarrier_wait tma_load_2d setmaxnreg_dec setmaxnreg_inc tma_store_2d
     tma_store_commit tma_store_wait_read stmatrix_x4 pack_f16x2 pack_bf16x2 __nv_bfloat162
     cluster_sync tma_load_2d_multicast mbarrier_arrive_remote signal_flag wait_flag
-    take_ticket
+    take_ticket fence_proxy_async_global bulk_load
     named_barrier __stcg __ldcg make_float4 float4
     __floats2bfloat162_rn __half2 __floats2half2_rn Divisor __umulhi"""
     # the kernel's constants (its `NAME_schedule` namespace)
@@ -76,7 +76,7 @@ GENERATED_LOCALS = frozenset(
     column_mask mask remote workspace flags flag set threads k_steps last_wave sk_tiles dp_tiles
     dp_rounds sk_steps workers slices sk_first sk_last u k_lo k_hi partial sum sk_blocks sk_quotient
     sk_remainder u_tile c_base c_first value multiplier shift tickets ticket ticket_box counter
-    drawn slice""".split()
+    drawn slice last_step fetched at part from""".split()
 )
 
 #: Locals declared `extern` (the dynamic shared memory): they have linkage, so they may not

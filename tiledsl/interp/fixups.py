@@ -8,6 +8,9 @@ model gives them.
     fix.signal(agent, slot)              # FlagSignal: the first thread releases flags[slot]
     fix.wait(agent, slot)                # FlagWait: the first thread acquires it, clears it
     fix.add(agent, slot, frags)          # PartialAdd: every consumer thread reads it
+    fix.fetch(agent, slot)               # PartialFetch (stream_k_aligned): the producer's
+                                         # thread hands an acquired sum to the TMA unit
+    fix.add_fetched(slot, frags)         # PartialAdd staged: the consumers add it
     fix.ticket(agent, slot, slices)      # Ticket (split_k): the first thread's atomic add,
                                          # handed to every consumer thread; the ticket drawn
     fix.check_end()                      # after the grid: every flag clear, every counter
@@ -66,6 +69,9 @@ class FixUps:
     handed_over: int = 0  # partial sums read by an owner
     counters: dict[int, int] = field(default_factory=dict)  # split_k's tickets drawn per tile
     released: dict[int, set[int]] = field(default_factory=dict)  # slots released per counter
+    # stream_k_aligned's fetch: partial sums handed to the TMA unit, not yet added
+    fetched: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+    fetchers: dict[int, str] = field(default_factory=dict)
 
     def _of(self, agent) -> _Ordering:
         ordering = self.orderings.get(id(agent))
@@ -159,6 +165,34 @@ class FixUps:
         ordering.acquired.discard(slot)
         self.handed_over += 1
 
+    def fetch(self, agent, slot: int, who: str) -> None:
+        """`stream_k_aligned`'s fetch (PartialFetch's first part): the producer's thread
+        hands slot `slot` to the TMA unit, after its own acquire of the slot's flag (one
+        thread: program order orders its copies after it); the consumers add it from
+        shared memory, ordered by the mbarrier its bytes count on."""
+        ordering = self._of(agent)
+        if slot not in ordering.acquired:
+            raise RaceError(
+                f"{who} fetches workspace slot {slot} without waiting on flags[{slot}]: "
+                "nothing orders the copy after the other block's partial store"
+            )
+        if slot not in self.partials:
+            raise InterpreterError(f"{who} fetches workspace slot {slot}, which holds no sum")
+        self.fetched[slot] = self.partials.pop(slot)
+        self.fetchers[slot] = self.writers.pop(slot)
+        ordering.acquired.discard(slot)
+        ordering.unordered_acquire.discard(slot)
+
+    def add_fetched(self, slot: int, frags: dict[str, np.ndarray], who: str) -> None:
+        """The consumers add the partial sum their producer fetched from slot `slot` (the
+        interpreter checks their reads of the stage slots after the copies' landing)."""
+        if slot not in self.fetched:
+            raise InterpreterError(f"{who} adds workspace slot {slot}, which no one fetched")
+        for name, partial in self.fetched.pop(slot).items():
+            frags[name] += partial
+        self.fetchers.pop(slot)
+        self.handed_over += 1
+
     def check_end(self) -> None:
         """After the whole grid: the next launch finds every flag clear and no sum left."""
         left = sorted(slot for slot, set_ in self.flags.items() if set_)
@@ -173,6 +207,12 @@ class FixUps:
                 f"the kernel ends with {self.counters[drawn[0]]} ticket(s) of tiles[{drawn[0]}] "
                 "drawn: the next launch's slices would count from there, and none would add "
                 "the tile's partial sums"
+            )
+        if self.fetched:
+            slot = min(self.fetched)
+            raise InterpreterError(
+                f"{self.fetchers[slot]}'s partial sum, fetched from workspace slot {slot}, is "
+                "never added: its tile's C misses those K steps"
             )
         if self.partials:
             slot = min(self.partials)

@@ -59,6 +59,7 @@ import numpy as np
 
 from ..ir.dtypes import VALUE, convert, decode, encode
 from ..ir.expr import INT32, evaluate, variables
+from ..ir.fetch import fetch_parts, part_bytes, part_spans
 from ..ir.grid import cluster_place, grid_vars, multicast_ranks, sharing_ranks, tile_steps
 from ..ir.nodes import (
     DTYPE_BYTES,
@@ -83,6 +84,7 @@ from ..ir.nodes import (
     MmaFence,
     MmaWait,
     PartialAdd,
+    PartialFetch,
     PartialStore,
     ProxyFence,
     Roles,
@@ -169,7 +171,7 @@ class _Flight:
     bar: tuple[str, int]
     nbytes: int
     who: str
-    stmt: TmaLoad
+    stmt: TmaLoad | PartialFetch  # a tile's box, or a part of a fetched partial sum
     dest: _Block | None = None  # the block it lands in (a multicast: one flight per block)
 
 
@@ -189,7 +191,7 @@ class _Block:
     clocks: HappensBefore | None
     races: RaceLog
     flights: list[_Flight] = field(default_factory=list)  # a cluster's blocks share one list
-    landed: list[tuple[str, int, int, TmaLoad]] = field(default_factory=list)
+    landed: list[tuple[str, int, int, TmaLoad | PartialFetch]] = field(default_factory=list)
     # in a thread-block cluster (`cluster`): its rank, its units' place in the cluster's
     # clocks, the cluster's blocks (itself included), its role threads still running, and
     # whether it has exited (its roles done and no cluster barrier holding it back)
@@ -852,6 +854,10 @@ class _Interpreter:
                 self._block_barrier(ag, s)
             case Barrier(scope="consumers"):  # stream-K's hand-over (tiledsl.interp.fixups)
                 self._fix_up(ag, s)
+            case PartialFetch():
+                self._partial_fetch(ag, s)
+            case PartialAdd() if s.staged is not None:
+                self._fetched_add(ag, s)
             case PartialStore() | PartialAdd() | FlagSignal() | FlagWait() | Ticket():
                 self._fix_up(ag, s)
             case Barrier():
@@ -906,7 +912,14 @@ class _Interpreter:
             self.stats.cluster_barriers += 1
 
     def _fix_up(self, ag: _Agent, s) -> None:
-        """Stream-K's hand-over of a partial sum (tiledsl.interp.fixups): the consumers'."""
+        """Stream-K's hand-over of a partial sum (tiledsl.interp.fixups): the consumers';
+        and the producer's acquire of a flag, for its fetch (`stream_k_aligned`)."""
+        if isinstance(s, FlagWait) and s.by_producer:
+            if ag.role != "producer":
+                raise InterpreterError(f"`{stmt_text(s)}` outside the producer role")
+            slot = checked_int(s.slot, ag.env, "a workspace slot")
+            self.fixups.wait(ag, slot, f"{ag.blk.label}{ag.who}")
+            return
         if ag.role != "consumer":
             raise InterpreterError(
                 f"`{stmt_text(s)}` outside the consumer role: the hand-over is the consumer "
@@ -929,6 +942,67 @@ class _Interpreter:
                 self.fixups.wait(ag, slot, who)
             case Ticket():
                 ag.env[s.var] = self.fixups.ticket(ag, slot, s.slices, who)
+
+    def _fetched_units(self, ag: _Agent, first: int, part: int) -> np.ndarray:
+        """The 2-byte units part `part` of a fetched partial sum writes, its part 0 in the
+        stage slot of step `first` (tiledsl.ir.fetch)."""
+        spans = part_spans(self.kernel, ag.memory.offsets, first, part)
+        return np.concatenate([np.arange(lo // UNIT, hi // UNIT) for _, lo, hi in spans])
+
+    def _partial_fetch(self, ag: _Agent, s: PartialFetch) -> None:
+        """The producer's bulk copies of part `s.part` of a partial sum into a stage slot:
+        its bytes land later on `s.bar`; the sum itself waits in the fix-ups' books
+        (the interpreter's accumulators have no lane layout to lay it out by)."""
+        if ag.role != "producer":
+            raise InterpreterError(f"`{stmt_text(s)}` outside the producer role")
+        slot = checked_int(s.slot, ag.env, "a workspace slot")
+        first = int(evaluate(s.step, ag.env)) - s.part
+        if s.part == 0:
+            self.fixups.fetch(ag, slot, f"{ag.blk.label}{ag.who}")
+        elif slot not in self.fixups.fetched:
+            raise InterpreterError(f"`{stmt_text(s)}`: part {s.part} before part 0")
+        blk, bars = ag.blk, self._bars(ag, s)
+        bar = bars.ref(s.bar, ag.env, s)
+        clocks = blk.clocks
+        clock = clocks.issue(ag.index) if clocks is not None else None
+        units = self._fetched_units(ag, first, s.part)
+        self._not_in_flight(ag, units, s)
+        self._not_being_read(ag, units, s)
+        blk.tma_busy[units] = True
+        arena = ag.memory.arena
+        bytes_ = (units[:, None] * UNIT + np.arange(UNIT)).ravel()
+        blk.flights.append(
+            _Flight(
+                arena,
+                bytes_,
+                np.full(bytes_.shape, 0xFF, np.uint8),  # the sum is kept aside (above)
+                units,
+                ag.index if clock is not None else None,
+                clock,
+                bar,
+                part_bytes(self.kernel, s.part),
+                ag.role,
+                s,
+                blk,
+            )
+        )
+
+    def _fetched_add(self, ag: _Agent, s: PartialAdd) -> None:
+        """The consumers add a fetched partial sum from the stage slots (after their waits
+        on the parts' `full` barriers)."""
+        if ag.role != "consumer":
+            raise InterpreterError(f"`{stmt_text(s)}` outside the consumer role")
+        assert s.staged is not None
+        first = int(evaluate(s.staged, ag.env))
+        parts = range(fetch_parts(self.kernel))
+        units = np.concatenate([self._fetched_units(ag, first, p) for p in parts])
+        self._not_in_flight(ag, units, s)
+        issuers = ag.thread0 + np.arange(ag.warps * self.warp_width)
+        every = np.broadcast_to(units, (len(issuers), len(units)))
+        self._log(ag, every, issuers[:, None], False, s)
+        slot = checked_int(s.slot, ag.env, "a workspace slot")
+        acc = self.kernel.fragment_of("accumulator").name
+        self.fixups.add_fetched(slot, {acc: ag.frags[acc]}, f"{ag.blk.label}{ag.who}")
 
     def _loop(self, ag: _Agent, s: For):
         start, stop = int(evaluate(s.start, ag.env)), int(evaluate(s.stop, ag.env))

@@ -33,9 +33,12 @@
                                                     their shared tiles
               | EpilogueFrag(frag, tile, epilogue)  the epilogue on an accumulator in its
                                                     registers, for the C elements of `tile`
-              | PartialStore(slot) | PartialAdd(slot)
+              | PartialStore(slot) | PartialAdd(slot, staged)
                                                     stream-K: the accumulators into, or plus,
-                                                    slot `slot` of the global workspace
+                                                    slot `slot` of the global workspace (or
+                                                    its copy in the stage slots)
+              | PartialFetch(slot, part, step, bar) the producer fetches part of a partial
+                                                    sum into a stage slot, counted on bar
               | FlagSignal(slot) | FlagWait(slot)   stream-K: one consumer thread releases, or
                                                     acquires (and clears), flags[slot]
     Tile      = GlobalTile(operand, origin (r, c), offset (r, c), rows, cols)
@@ -479,9 +482,26 @@ class PartialStore:
 
 @dataclass(frozen=True)
 class PartialAdd:
-    """Stream-K: every consumer thread adds slot `slot` of the workspace to its accumulators."""
+    """Stream-K: every consumer thread adds slot `slot` of the workspace to its accumulators;
+    with `staged`, the copy of it its producer fetched into the stage slots of steps
+    staged, staged + 1, ... (PartialFetch; tiledsl.ir.fetch), from shared memory."""
 
     slot: Expr
+    reason: str = ""
+    staged: Expr | None = None
+
+
+@dataclass(frozen=True)
+class PartialFetch:
+    """`stream_k_aligned`, the producer's thread: part `part` of workspace slot `slot` (a
+    partial sum whose flag it acquired) copied by the TMA unit (1-D cp.async.bulk) into the
+    stage slot of step `step`, one bulk copy per stage buffer it reaches
+    (tiledsl.ir.fetch), its bytes counting on `bar`."""
+
+    slot: Expr
+    part: int
+    step: Expr
+    bar: BarrierRef
     reason: str = ""
 
 
@@ -499,10 +519,12 @@ class FlagSignal:
 class FlagWait:
     """Stream-K: the first consumer thread waits until flags[slot] is set (an acquire at GPU
     scope) and clears it for the next launch; a `consumers` barrier after it orders the
-    other threads' reads."""
+    other threads' reads. In the producer role (`stream_k_aligned`'s fetch) its thread
+    waits, then fences the async proxy: its TMA copies read what the acquire made visible."""
 
     slot: Expr
     reason: str = ""
+    by_producer: bool = False
 
 
 #: `split_k`: the shared word that hands the ticket to the consumer threads (8 bytes, so
@@ -600,6 +622,7 @@ Stmt = (
     | EpilogueFrag
     | PartialStore
     | PartialAdd
+    | PartialFetch
     | FlagSignal
     | FlagWait
     | Ticket

@@ -37,6 +37,7 @@ from .nodes import (
     MmaFence,
     MmaWait,
     PartialAdd,
+    PartialFetch,
     PartialStore,
     ProxyFence,
     Roles,
@@ -242,8 +243,18 @@ def _pipeline_text(stmt) -> str | None:
             return f"mbarrier.wait {stmt.bar} parity {_e(stmt.parity)}" + _note(stmt.reason)
         case PartialStore():
             return f"partial.store workspace[{_e(stmt.slot)}] <- acc" + _note(stmt.reason)
+        case PartialAdd() if stmt.staged is not None:
+            return (
+                f"partial.add acc += workspace[{_e(stmt.slot)}] as fetched into the slots of "
+                f"steps {_e(stmt.staged)} on" + _note(stmt.reason)
+            )
         case PartialAdd():
             return f"partial.add acc += workspace[{_e(stmt.slot)}]" + _note(stmt.reason)
+        case PartialFetch():
+            return (
+                f"partial.fetch workspace[{_e(stmt.slot)}] part {stmt.part} -> the slot of step "
+                f"{_e(stmt.step)} on {stmt.bar}" + _note(stmt.reason)
+            )
         case FlagSignal():
             return f"flag.signal flags[{_e(stmt.slot)}]" + _note(stmt.reason)
         case FlagWait():

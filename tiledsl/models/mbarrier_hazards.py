@@ -61,7 +61,8 @@ import itertools
 from dataclasses import dataclass, field, replace
 
 from ..errors import error
-from ..ir.expr import evaluate
+from ..ir.expr import Const, evaluate
+from ..ir.fetch import fetch_parts, part_bytes, part_spans
 from ..ir.grid import cluster_place, grid_vars, multicast_ranks, sharing_ranks, tile_steps
 from ..ir.nodes import (
     BLOCK_ELECTED,
@@ -86,6 +87,7 @@ from ..ir.nodes import (
     MmaFence,
     MmaWait,
     PartialAdd,
+    PartialFetch,
     PartialStore,
     ProxyFence,
     Roles,
@@ -384,6 +386,15 @@ class _Block:
                     self.access(s.dst, a, t, True, False, n, n, s, lanes)
             case StoreFrag():
                 pass  # to global memory
+            case PartialFetch():
+                self.partial_fetch(a, s, elected, self.where(a))
+            case PartialAdd() if s.staged is not None:
+                # the consumers read the fetched partial sum from the stage slots
+                first = int(evaluate(s.staged, a.env))
+                for t in issuers:
+                    n = self.step(t)
+                    for tile, span in self.fetched(first, a.env):
+                        self.access(tile, a, t, False, False, n, n, s, None, span)
             case PartialStore() | PartialAdd() | FlagSignal() | FlagWait():
                 pass  # stream-K's hand-over between blocks, in global memory (the interpreter)
             case Ticket():
@@ -435,6 +446,27 @@ class _Block:
                 self.access(s.dst, a, elected, True, True, issue, land, s, None, span, block)
             if block != a.block:
                 self.remote.append((land, block, f"`{_text(s)}` ({where}) lands in"))
+
+    def partial_fetch(self, a: _Actor, s: PartialFetch, elected: int, where: _Place) -> None:
+        """The producer's bulk copies of a part of a partial sum into a stage slot: issued
+        now, landing later on `s.bar` (tiledsl.ir.fetch)."""
+        issue = self.step(elected)
+        land = self.node([issue])
+        step = int(evaluate(s.step, a.env))
+        nbytes = part_bytes(self.k, s.part)
+        self.event("land", land, elected, self.bar(s.bar, a.env, a.block), nbytes, s, where)
+        for tile, span in self.fetched(step - s.part, a.env, only=s.part):
+            self.access(tile, a, elected, True, True, issue, land, s, None, span)
+
+    def fetched(self, first: int, env, only: int | None = None):
+        """(tile, byte span) of each bulk copy of a fetched partial sum whose part 0 is in
+        the slot of step `first` (part `only`'s alone, if given)."""
+        stages = self.k.schedule.stages
+        for part in range(fetch_parts(self.k)) if only is None else (only,):
+            for name, lo, hi in part_spans(self.k, self.offsets, first, part):
+                buf = self.k.buffer(name)
+                slot = Const((first + part) % stages)
+                yield SharedTile(name, slot, (Const(0), Const(0)), buf.rows, buf.cols), (lo, hi)
 
     def access(
         self,

@@ -121,6 +121,7 @@ from typing import cast
 
 from ..ir.dtypes import DTypeName
 from ..ir.expr import Const, Expr, Var, substitute
+from ..ir.fetch import fetch_parts, part_bytes
 from ..ir.grid import (
     CCOL,
     CROW,
@@ -163,6 +164,7 @@ from ..ir.nodes import (
     MmaWait,
     Multicast,
     PartialAdd,
+    PartialFetch,
     PartialStore,
     ProxyFence,
     Role,
@@ -188,6 +190,7 @@ from ..models.registers import role_registers
 
 Q, TL, TILE, BLOCKS, TILES_VAR = Var("step"), Var("tl"), Var("tile"), Var("blocks"), Var("tiles")
 WARP, PIECE, TEAM = Var("warp"), Var("h"), Var("team")
+LAST_STEP = Var("last_step")  # stream_k_aligned's fetch: the owner piece's last K step
 
 
 def warp_specialization(kernel: KernelIR) -> KernelIR:
@@ -268,7 +271,7 @@ def _role_bodies(
         piece = replace(k_loop, start=Var("k_lo"), stop=Var("k_hi"))
         sk_step = Let("step", _sk_step(Var(k_loop.var), s.aligned))
         producer_tile += _stream_k_loop(
-            kernel, _producer(kernel, piece, sk_step, loads, stage_bytes)
+            kernel, (*_producer(kernel, piece, sk_step, loads, stage_bytes), *_fetch(kernel))
         )
         consumer_tile += _stream_k_loop(kernel, _consumer(kernel, piece, sk_step, position))
     return producer_tile, consumer_tile
@@ -432,6 +435,59 @@ def _sk_step(kt: Expr, aligned: bool) -> Expr:
     return whole + U * k_steps + kt - Var("sk_first")
 
 
+def _fetched_steps(kernel: KernelIR) -> list[Expr]:
+    """`stream_k_aligned` with a fetched hand-over (tiledsl.ir.fetch): the steps after an
+    owner piece's last whose stage slots its first contributor's partial sum fills."""
+    return [LAST_STEP + (1 + p) for p in range(fetch_parts(kernel))]
+
+
+def _last_step() -> Let:
+    """An aligned piece's last K step, as the block's running step count."""
+    return Let(LAST_STEP.name, _sk_step(Var("k_hi") - 1, True))
+
+
+def _fetch(kernel: KernelIR) -> tuple[Stmt, ...]:
+    """The producer, after an aligned owner piece's last load (module text): it acquires
+    the first contributor's flag and fetches that partial sum into the slots of the steps
+    after the piece's last, as more steps of its pipeline (claim the slot, expect the bytes,
+    bulk-copy a part); its consumers wait on those `full` barriers and add from there."""
+    steps = _fetched_steps(kernel)
+    if not steps:
+        return ()
+    stages = Const(kernel.schedule.stages, "STAGES")
+    theirs = _slot(Var("c_first"), kernel)
+    fetches: list[Stmt] = []
+    for part, step in enumerate(steps):
+        slot = step % stages
+        fetches += [
+            Wait(
+                BarrierRef("empty", slot),
+                (step // stages + 1) % 2,
+                "the consumers have retired the slot's last wgmmas (no load refills it)",
+            ),
+            ExpectTx(
+                BarrierRef("full", slot),
+                part_bytes(kernel, part),
+                f"part {part} of the partial sum, by TMA",
+            ),
+            PartialFetch(theirs, part, step, BarrierRef("full", slot), f"part {part}"),
+        ]
+    first = tuple(Let(name, e) for name, e in first_contributor().items())
+    acquire = FlagWait(
+        theirs,
+        "block c_first's partial sum of this tile is in the workspace (acquire, for the TMA unit)",
+        by_producer=True,
+    )
+    return (
+        If(
+            Var("k_hi"),
+            "==",
+            Var("k_steps"),
+            (*first, If(Var("c_first"), "<", PID, (_last_step(), acquire, *fetches))),
+        ),
+    )
+
+
 def _slot(block: Expr, kernel: KernelIR) -> Expr:
     """The workspace slot and flag of a block: its index in the grid (`block` is the
     cluster's, in clusters, the same rank in every cluster pairing up)."""
@@ -470,7 +526,26 @@ def _fix_up(kernel: KernelIR, stores: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
         ),
     )
     if aligned:  # the owner holds the tile's last step; c_first holds its first
-        first = tuple(Let(name, e) for name, e in first_contributor().items())
+        first: tuple[Stmt, ...] = tuple(Let(n, e) for n, e in first_contributor().items())
+        steps = _fetched_steps(kernel)
+        if steps:  # c_first's partial sum from the stage slots its producer fetched it into
+            stages = Const(kernel.schedule.stages, "STAGES")
+            landed = tuple(
+                Wait(
+                    BarrierRef("full", step % stages),
+                    step // stages % 2,
+                    f"part {part} of block c_first's partial sum has landed",
+                )
+                for part, step in enumerate(steps)
+            )
+            staged = PartialAdd(
+                _slot(Var("c_first"), kernel),
+                "block c_first's partial sum, fetched by the producer",
+                staged=steps[0],
+            )
+            fetched = If(Var("c_first"), "<", PID, (_last_step(), *landed, staged))
+            gather = replace(gather, start=Var("c_first") + 1)
+            first = (*first, fetched)
         return (If(Var("k_hi"), "<", Var("k_steps"), hand_over, (*first, gather, *stores)),)
     return (If(Const(0), "<", Var("k_lo"), hand_over, (gather, *stores)),)
 
