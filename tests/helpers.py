@@ -184,18 +184,21 @@ def hand_over_statements(k) -> list:
     ]
 
 
-def check_hand_over_removed(k, index: int, flag: int) -> None:
-    """The interpreter catches stream-K kernel `k` run at one tile of 8 K steps without its
-    hand-over's `index`-th statement: without the partial store the owner reads an empty
-    slot; without a barrier, a race between the first thread and the others; without the
-    signal, a deadlock on flags[flag]; without the wait, a race; without the add, a partial
-    sum left behind and a flag left set."""
+def check_hand_over_removed(
+    k, index: int, flag: int | dict[int, int], tiles: tuple[int, int] = (1, 1)
+) -> None:
+    """The interpreter catches stream-K kernel `k` run at `tiles` tiles of 8 K steps without
+    its hand-over's `index`-th statement: without the partial store the owner reads an
+    empty slot; without a barrier, a race between the first thread and the others; without
+    a signal, a deadlock on flags[flag] (`flag`: by the signal's index, where there are
+    several); without the wait, a race; without the add, a partial sum left behind and a
+    flag left set."""
     from tiledsl.interp.errors import DeadlockError, InterpreterError, RaceError
     from tiledsl.ir.nodes import Barrier, FlagSignal, FlagWait, PartialAdd, PartialStore
 
     statements = hand_over_statements(k)
-    assert len(statements) == 6
     s = statements[index]
+    flag = flag.get(index, -1) if isinstance(flag, dict) else flag
     expected = {
         PartialStore: (InterpreterError, "holds no sum"),
         FlagSignal: (DeadlockError, rf"waits on flags\[{flag}\], which no block sets"),
@@ -208,4 +211,4 @@ def check_hand_over_removed(k, index: int, flag: int) -> None:
         error = expected[type(s)]
     bm, bn, bk = k.schedule.block
     with pytest.raises(error[0], match=error[1]):
-        interpret_exact(without(k, s), bm, bn, 8 * bk, seed=3, schedules=1)
+        interpret_exact(without(k, s), tiles[0] * bm, tiles[1] * bn, 8 * bk, seed=3, schedules=1)

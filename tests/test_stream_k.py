@@ -17,7 +17,14 @@ import itertools
 from pathlib import Path
 
 import pytest
-from helpers import check_hand_over_removed, cli, interpret_exact, small_hopper, without
+from helpers import (
+    check_hand_over_removed,
+    cli,
+    hand_over_statements,
+    interpret_exact,
+    small_hopper,
+    without,
+)
 
 from tiledsl.driver import compile_file, compile_source
 from tiledsl.emit.launch import launch_of
@@ -182,6 +189,7 @@ def test_the_example_is_exact_at_partial_tiles_with_its_tma_stores() -> None:
 
 @pytest.mark.parametrize("index", range(6))
 def test_every_statement_of_the_hand_over_removed_is_caught(index) -> None:
+    assert len(hand_over_statements(kernel("small"))) == 6
     check_hand_over_removed(kernel("small"), index, flag=1)
 
 

@@ -18,7 +18,15 @@ import itertools
 from pathlib import Path
 
 import pytest
-from helpers import check_hand_over_removed, cli, interpret_exact, line_of, small_hopper, without
+from helpers import (
+    check_hand_over_removed,
+    cli,
+    hand_over_statements,
+    interpret_exact,
+    line_of,
+    small_hopper,
+    without,
+)
 
 from tiledsl.driver import compile_source
 from tiledsl.frontend.parser import parse
@@ -201,9 +209,20 @@ def test_odd_sizes_are_exact() -> None:
 # ---------------------------------------------------------------- the hand-over
 
 
-@pytest.mark.parametrize("index", range(6))
+@pytest.mark.parametrize("index", range(8))
 def test_every_statement_of_the_hand_over_removed_is_caught(index) -> None:
-    check_hand_over_removed(kernel("small"), index, flag=0)
+    """Two tiles of 8 K steps in three shares: block 0's one piece hands over and signals at
+    once (its share has no next piece); block 1's first piece (tile 1, steps [0, 2)) hands
+    over and signals FLAG_DEFER_STEPS steps into its second (tile 0, steps [5, 8)), which
+    owns tile 0 and adds block 0's; block 2 owns tile 1 and adds block 1's."""
+    statements = hand_over_statements(kernel("small"))
+    kinds = [type(s).__name__ for s in statements]
+    assert kinds == [
+        "Barrier", "FlagSignal",  # the deferred signal, in the second piece's K loop
+        "PartialStore", "Barrier", "FlagSignal",  # the store; a share's only piece signals
+        "FlagWait", "Barrier", "PartialAdd",
+    ]  # fmt: skip
+    check_hand_over_removed(kernel("small"), index, flag={1: 1, 4: 0}, tiles=(1, 2))
 
 
 def test_the_fetch_fills_the_slots_after_the_owner_piece() -> None:
@@ -265,7 +284,7 @@ def test_the_proof_covers_the_pieces_and_every_handoff_removed_is_caught(variant
 def test_the_emitted_code_takes_the_tiles_last_first() -> None:
     source = compile_source(SMALL, "small.tile").source
     for line in (
-        "constexpr int SK_PARTS = 4;  // persistent stream_k_aligned",
+        "constexpr int SK_PARTS = 4, FLAG_DEFER_STEPS = 2;  // persistent stream_k_aligned",
         "const int u_tile = sk_first / k_steps + (sk_last + k_steps - 1) / k_steps - 1 - u;",
         "const int step = dp_rounds * k_steps + (max(sk_last - (u_tile + 1) * k_steps, 0) "
         "+ kt - k_lo);",

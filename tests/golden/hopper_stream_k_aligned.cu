@@ -264,14 +264,14 @@ constexpr unsigned AS_LBO = 16, AS_SBO = 1024;  // wgmma descriptor: K-contiguou
 constexpr unsigned BS_LBO = 8192, BS_SBO = 1024;  // wgmma descriptor: 64-wide panels 8192 bytes apart, 1024 bytes per 8 K-lines (transposed)
 constexpr int CLUSTER_M = 2, CLUSTER_N = 1, CLUSTER_SIZE = 2;  // cluster: blocks along M (sharing B's tiles) by blocks along N (sharing A's)
 constexpr int STORE_COLUMNS = 128;  // epilogue_via tma: the columns of C a consumer warpgroup stages in Cs per TMA store
-constexpr int SK_PARTS = 4;  // persistent stream_k_aligned: a block's share is at least 1/SK_PARTS of a tile's K steps; every last round is shared
+constexpr int SK_PARTS = 4, FLAG_DEFER_STEPS = 2;  // persistent stream_k_aligned: a block's share is at least 1/SK_PARTS of a tile's K steps; every last round is shared; a first piece's flag comes FLAG_DEFER_STEPS steps into the next
 constexpr int CONSUMER_THREADS = WARPS_M * WARPS_N * WARP_SIZE, CONSUMERS_BARRIER = WARPS_M * WARPS_N + 1;  // the fix-up's named barrier of the consumer warpgroups (1 + warp is each warpgroup's own)
 constexpr int PARTIAL_FLOATS = BM * BN;  // a block's partial sum in the workspace: every consumer thread's accumulators
 constexpr int STAGES = 4, STAGE_BYTES = 49152;  // mbarrier stages: A's and B's tiles of one K step, by TMA
 constexpr int PRODUCER_REGISTERS = 40, CONSUMER_REGISTERS = 232;  // setmaxnreg per role (tiledsl.models.registers)
 // swizzle grouped 8 (line 25): blocks walk GROUP_M block-rows at a time, so neighbours share A and B in L2
 constexpr int GROUP_M = 8;
-// sync minimal (default): one block barrier, after the mbarriers' initialisation; the roles hand the stages over through mbarriers, and the handoff proof kept 31 handoff statement(s) and removed 0 (see --explain-sync)
+// sync minimal (default): one block barrier, after the mbarriers' initialisation; the roles hand the stages over through mbarriers, and the handoff proof kept 32 handoff statement(s) and removed 0 (see --explain-sync)
 // load_order ab (default): A's tile is copied first
 // accumulate f32 (default): fragments accumulate in float
 // epilogue_via tma (line 26): each consumer warpgroup stages its C in Cs rounded to f16, by stmatrix, 128 columns at a time; one thread hands each piece to a TMA store
@@ -487,6 +487,8 @@ hopper_stream_k_aligned(const __grid_constant__ TensorMap map_A, const __grid_co
             const int bm = cbm * CLUSTER_M + crow;
             const int bn = cbn + ccol;
             for (int q = 0; q < 128; ++q) acc[0][0][q] = 0.0f;
+            const int flag_at = min(k_lo + FLAG_DEFER_STEPS, k_hi - 1);
+            const int handed = sk_last - ((sk_last + k_steps - 1) / k_steps - 1) * k_steps;
             // block steps along K: wait, compute, release
             for (int kt = k_lo; kt < k_hi; ++kt) {
                 const int step = dp_rounds * k_steps + (max(sk_last - (u_tile + 1) * k_steps, 0) + kt - k_lo);
@@ -505,6 +507,14 @@ hopper_stream_k_aligned(const __grid_constant__ TensorMap map_A, const __grid_co
                     if (lane == 0) {  // the previous step's wgmmas have retired: its slot is free: in every block of this one's cluster row and column (their loads reach this block's slot, this block's reach theirs)
                         for (int r = 0; r < CLUSTER_SIZE; ++r) {
                             if (r % CLUSTER_M == crow || r / CLUSTER_M == ccol) mbarrier_arrive_remote(&empty[(step + STAGES - 1) % STAGES], r);
+                        }
+                    }
+                }
+                if (kt == flag_at) {
+                    if (u == sk_first / k_steps + 1) {
+                        if (handed < k_steps) {
+                            named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // every consumer thread's part of the first piece's partial sum is written before the flag
+                            if (threadIdx.x == 0) signal_flag(&flags[pid * CLUSTER_SIZE + rank]);  // the first piece's partial sum is in the workspace (release)
                         }
                     }
                 }
@@ -531,8 +541,10 @@ hopper_stream_k_aligned(const __grid_constant__ TensorMap map_A, const __grid_co
                         }
                     }
                 }
-                named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // every consumer thread's partial sum is written before the flag
-                if (threadIdx.x == 0) signal_flag(&flags[pid * CLUSTER_SIZE + rank]);  // the partial sum is in the workspace (release)
+                if (u + 1 == (sk_last + k_steps - 1) / k_steps) {
+                    named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // every consumer thread's partial sum is written before the flag
+                    if (threadIdx.x == 0) signal_flag(&flags[pid * CLUSTER_SIZE + rank]);  // the partial sum is in the workspace (release)
+                }
             } else {
                 const int c_base = max((u_tile * workers + sk_tiles - 1) / sk_tiles, 1) - 1;
                 const int c_first = c_base + min(max(u_tile * k_steps + 1 - ((c_base + 1) * sk_quotient + (c_base + 1) * sk_remainder / sk_blocks), 0), 1);

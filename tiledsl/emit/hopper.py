@@ -31,7 +31,7 @@ have; everything else (the wgmmas, the accumulator store) is the wgmma path's.
 from __future__ import annotations
 
 from ..ir.fetch import pieces_of_part, stage_buffers, stage_bytes
-from ..ir.grid import SK_MAX_FILL, SK_PARTS
+from ..ir.grid import FLAG_DEFER_STEPS, SK_MAX_FILL, SK_PARTS
 from ..ir.nodes import (
     BLOCK_ELECTED,
     Arrive,
@@ -297,8 +297,10 @@ def constants(k: KernelIR) -> list[str]:
         else f"constexpr int SPLIT_K = {k.split_k};  // persistent split_k: a last round's tiles "
         "are cut into SPLIT_K slices of their K steps when a block per slice fits the grid"
         if k.split_k
-        else f"constexpr int SK_PARTS = {SK_PARTS};  // persistent stream_k_aligned: a block's "
-        "share is at least 1/SK_PARTS of a tile's K steps; every last round is shared"
+        else f"constexpr int SK_PARTS = {SK_PARTS}, FLAG_DEFER_STEPS = {FLAG_DEFER_STEPS};  "
+        "// persistent stream_k_aligned: a block's share is at least 1/SK_PARTS of a tile's "
+        "K steps; every last round is shared; a first piece's flag comes FLAG_DEFER_STEPS "
+        "steps into the next"
         if k.aligned
         else f"constexpr int SK_PARTS = {SK_PARTS}, SK_MAX_FILL = {SK_MAX_FILL};  // persistent "
         "stream_k: a block's share is at least 1/SK_PARTS of a tile's K steps; the last "

@@ -60,7 +60,7 @@ GENERATED = frozenset(
     """ BM BN BK MMA_M MMA_N MMA_K WARPS_M WARPS_N WARP_SIZE THREADS GROUP_M PANEL_N ALPHA
     BETA Cs CS_ROWS CS_COLS CS_PITCH STAGES STAGE_BYTES STORE_COLUMNS PRODUCER_REGISTERS
     CONSUMER_REGISTERS TEAMS CLUSTER_M CLUSTER_N CLUSTER_SIZE SK_PARTS SK_MAX_FILL SPLIT_K
-    CONSUMER_THREADS CONSUMERS_BARRIER PARTIAL_FLOATS"""
+    CONSUMER_THREADS CONSUMERS_BARRIER PARTIAL_FLOATS FLAG_DEFER_STEPS"""
     # MUSA's host launcher calls the kernel beside this local
     """ blocks""".split()
 )
@@ -76,7 +76,7 @@ GENERATED_LOCALS = frozenset(
     column_mask mask remote workspace flags flag set threads k_steps last_wave sk_tiles dp_tiles
     dp_rounds sk_steps workers slices sk_first sk_last u k_lo k_hi partial sum sk_blocks sk_quotient
     sk_remainder u_tile c_base c_first value multiplier shift tickets ticket ticket_box counter
-    drawn slice last_step fetched at part from""".split()
+    drawn slice last_step fetched at part from flag_at handed""".split()
 )
 
 #: Locals declared `extern` (the dynamic shared memory): they have linkage, so they may not

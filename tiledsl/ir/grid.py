@@ -182,6 +182,14 @@ SK_PARTS = 4
 #: of step with each other (L2 serves fewer of their loads) cost more than the idle SMs
 #: (down to 0.67x at 2048 x 4096 x 11008), and at 27-70 % full stream-K wins 1-3 %.
 SK_MAX_FILL = 75
+#: `stream_k_aligned`: a block's first piece, where it hands its partial sum over, stores it
+#: and goes on; its barrier and flag come FLAG_DEFER_STEPS K steps into the block's next
+#: piece (at its last step if it has fewer), so that the stores drain under those steps'
+#: wgmmas instead of holding every consumer thread at the barrier until the release's
+#: fence has seen them: 2.1 µs of the hand-over's 10 at 2048 x 4096 x 11008 on an H100
+#: (bench/results/fixup-timeline-h100-2026-12-06.txt). The owner waits for the flag at its
+#: own piece's end (or its producer after its last load), far later.
+FLAG_DEFER_STEPS = 2
 U = Var("u")  # a block's stream-K pieces: the u-th (of the tiles left after the whole rounds)
 
 
@@ -262,6 +270,21 @@ def stream_k_piece(aligned: bool = False) -> dict[str, Expr]:
         "tile": Var("dp_tiles") + tile,
         "k_lo": maximum(first - tile * k_steps, 0),
         "k_hi": minimum(last - tile * k_steps, k_steps),
+    }
+
+
+def deferred_flag_step() -> dict[str, Expr]:
+    """`stream_k_aligned`: the Lets of the K step of a block's second piece (u = start + 1)
+    after whose release its first piece's flag is signalled (FLAG_DEFER_STEPS), and
+    whether that first piece handed its partial sum over (`handed` < k_steps: its k_hi,
+    sk_last less the K steps before its tile, the share's last, is inside that tile)."""
+    k_steps = Var("k_steps")
+    _, stop = stream_k_tiles()
+    return {
+        "flag_at": minimum(
+            Var("k_lo") + Const(FLAG_DEFER_STEPS, "FLAG_DEFER_STEPS"), Var("k_hi") - 1
+        ),
+        "handed": Var("sk_last") - (stop - 1) * k_steps,
     }
 
 

@@ -134,6 +134,7 @@ from ..ir.grid import (
     U,
     aligned_step,
     contributors,
+    deferred_flag_step,
     first_contributor,
     grid_split_steps,
     stream_k_piece,
@@ -385,6 +386,10 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
     )
     # the last step's release: only a persistent block's next tile reuses the slot
     piece = isinstance(k_loop.start, Var)  # a stream-K piece: steps [k_lo, k_hi) of a tile
+    deferred: tuple[Stmt, ...] = ()
+    if piece and s.aligned and not s.grid_split:
+        deferred = tuple(Let(name, e) for name, e in deferred_flag_step().items())
+        body = (*body, _deferred_flag(kernel, Var(k_loop.var)))
     last_step = _sk_step(k_loop.stop - 1, s.aligned) if piece else TL * steps + steps - 1
     release = If(
         k_loop.start,
@@ -408,6 +413,7 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
     return (
         *fills,
         *turn,
+        *deferred,
         replace(k_loop, body=body, comment="block steps along K: wait, compute, release"),
         *handoff,  # every lane has passed its waits; its last wgmmas may still run
         MmaWait(0),
@@ -488,6 +494,32 @@ def _fetch(kernel: KernelIR) -> tuple[Stmt, ...]:
     )
 
 
+def _signal(kernel: KernelIR, deferred: bool = False) -> tuple[Stmt, ...]:
+    """A piece's hand-over after its partial sum's stores: the consumers' barrier, then the
+    first thread's release of the block's flag (`deferred`: the block's first piece's, in
+    its next piece)."""
+    whose = "the first piece's" if deferred else "the"
+    return (
+        Barrier(
+            "consumers",
+            f"every consumer thread's part of {whose} partial sum is written before the flag"
+            if deferred
+            else "every consumer thread's partial sum is written before the flag",
+        ),
+        FlagSignal(_slot(PID, kernel), f"{whose} partial sum is in the workspace (release)"),
+    )
+
+
+def _deferred_flag(kernel: KernelIR, kt: Expr) -> Stmt:
+    """`stream_k_aligned`, in a piece's K loop after the step's release: at step `flag_at`
+    of the block's second piece, the first piece's barrier and flag, if it handed its
+    partial sum over (tiledsl.ir.grid.FLAG_DEFER_STEPS; the first piece stored it and went
+    on)."""
+    start, _ = stream_k_tiles()
+    handed = If(Var("handed"), "<", Var("k_steps"), _signal(kernel, deferred=True))
+    return If(kt, "==", Var("flag_at"), (If(U, "==", start + 1, (handed,)),))
+
+
 def _slot(block: Expr, kernel: KernelIR) -> Expr:
     """The workspace slot and flag of a block: its index in the grid (`block` is the
     cluster's, in clusters, the same rank in every cluster pairing up)."""
@@ -504,11 +536,11 @@ def _fix_up(kernel: KernelIR, stores: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     aligned = kernel.schedule.aligned
     mine, theirs = _slot(PID, kernel), _slot(Var("c"), kernel)
     begin, end = contributors(aligned)
-    hand_over = (
-        PartialStore(mine, "this piece's partial sum, for the tile's owner"),
-        Barrier("consumers", "every consumer thread's partial sum is written before the flag"),
-        FlagSignal(mine, "the partial sum is in the workspace (release)"),
-    )
+    store = PartialStore(mine, "this piece's partial sum, for the tile's owner")
+    hand_over: tuple[Stmt, ...] = (store, *_signal(kernel))
+    if aligned:  # the block's next piece signals (_deferred_flag); a share's only one now
+        _, stop = stream_k_tiles()
+        hand_over = (store, If(U + 1, "==", stop, _signal(kernel)))
     gather = For(
         "c",
         begin,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import graphviz
 
 from ..ir.expr import evaluate
-from ..ir.grid import SK_MAX_FILL
+from ..ir.grid import FLAG_DEFER_STEPS, SK_MAX_FILL
 from ..ir.nodes import (
     K_BLOCKS,
     Arrive,
@@ -38,6 +38,7 @@ from ..ir.nodes import (
     Let,
     MmaCommit,
     PartialAdd,
+    PartialFetch,
     PartialStore,
     Stmt,
     Ticket,
@@ -308,15 +309,22 @@ def _fix_up_cell(kernel: KernelIR) -> str:
     IR's own statements (tiledsl.passes.warp_specialization._fix_up)."""
     roles = kernel.specialization
     assert roles is not None
-    hand_over = [
-        s
-        for s in walk(roles.consumer.body)
-        if isinstance(s, (PartialStore, FlagSignal))
-        or (isinstance(s, Barrier) and s.scope == "consumers")
-    ]
-    signal = next(i for i, s in enumerate(hand_over) if isinstance(s, FlagSignal))
-    gather = [s for s in walk(roles.consumer.body) if isinstance(s, (FlagWait, PartialAdd))]
-    barrier = hand_over[signal + 1] if signal + 1 < len(hand_over) else None
+    body = list(walk(roles.consumer.body))
+    store = next(s for s in body if isinstance(s, PartialStore))
+    signal = next(s for s in body if isinstance(s, FlagSignal))
+    barriers = [s for s in body if isinstance(s, Barrier) and s.scope == "consumers"]
+    gather = [s for s in body if isinstance(s, FlagWait) and not s.by_producer]
+    gather += [s for s in body if isinstance(s, PartialAdd) and s.staged is None]
+    fetch = next((s for s in walk(roles.producer.body) if isinstance(s, PartialFetch)), None)
+    # the owner's barrier after its acquire (the hand-over's comes before its signal)
+    barrier = next((b for b in barriers if "acquire" in b.reason), None)
+    handed = next(b for b in barriers if b is not barrier)
+    when = (
+        f" ({FLAG_DEFER_STEPS} K steps into the block's next piece, its stores draining "
+        "meanwhile; at once where its share has no next piece)"
+        if kernel.aligned
+        else ""
+    )
     pieces = (
         f"split-K slices: the tiles of a last round, {kernel.split_k} slices of K each"
         if kernel.split_k
@@ -331,8 +339,18 @@ def _fix_up_cell(kernel: KernelIR) -> str:
     lines = [
         pieces,
         f"a piece that {ends} inside its tile hands its partial sum over:",
-        *(f"{i}. {stmt_text(s)}" for i, s in enumerate(hand_over[: signal + 1], 1)),
+        f"1. {stmt_text(store)}",
+        f"2. {stmt_text(handed)}{when}",
+        f"3. {stmt_text(signal)}",
         f"the tile's owner, for each block {others} it in the tile, in block order:",
+        *(
+            [
+                f"(the first: {stmt_text(fetch)} by its producer after its last load, "
+                "into the stage slots after it, added from there)"
+            ]
+            if fetch is not None
+            else []
+        ),
         f"1. {stmt_text(gather[0])} (thread 0; it clears the flag)",
         *([f"2. {stmt_text(barrier)}"] if barrier is not None else []),
         f"3. {stmt_text(gather[1])}",
