@@ -151,8 +151,9 @@ def _persisting(k: KernelIR) -> str:
             "round's tiles, its last tile first (stream-K, aligned): every block starts at K "
             "step 0, so the blocks read A and B at the same K steps; a piece that ends inside "
             "its tile hands its partial sum to the block holding the tile's last K step "
-            "through the workspace and a flag, and that block adds them in block order "
-            "before it stores C"
+            "through the workspace and a flag (set FLAG_DEFER_STEPS K steps into the "
+            "block's next piece, the stores draining meanwhile), and that block adds them in "
+            "block order before it stores C"
             + (
                 f"; the owner's producer fetches the first of them into the {fetch_parts(k)} "
                 "stage slots after its last step (cp.async.bulk), whence its consumers add it"

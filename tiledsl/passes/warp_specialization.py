@@ -88,7 +88,12 @@ tile u of its share, K steps [k_lo, k_hi), the step count carrying on from the w
 With `persistent stream_k_aligned` a block takes its tiles last first (its u-th piece is
 of tile `u_tile`), so that every block starts at K step 0: a piece then hands its partial
 sum over where it ends inside its tile (k_hi < k_steps), and the tile's owner is the block
-holding its last K step, which adds those of the blocks before it, from `c_first` on.
+holding its last K step, which adds those of the blocks before it, from `c_first` on. Such
+a piece is its block's first: it stores its partial sum and goes on, and its barrier and
+flag come FLAG_DEFER_STEPS K steps into the block's next piece (`_deferred_flag`), the
+stores draining under those steps' wgmmas; a share of one piece signals at once. Where the
+stage slots can hold a partial sum, the owner's producer fetches its first contributor's
+into the slots after its last step (`_fetch`), and its consumers add it from there.
 
 With `split_k S` (no `persistent`; tiledsl.ir.grid.grid_split_steps) the grid has a block
 per slice of each tile: block pid runs both roles' K loops over steps [k_lo, k_hi) of tile

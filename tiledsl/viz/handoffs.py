@@ -313,7 +313,7 @@ def _fix_up_cell(kernel: KernelIR) -> str:
     store = next(s for s in body if isinstance(s, PartialStore))
     signal = next(s for s in body if isinstance(s, FlagSignal))
     barriers = [s for s in body if isinstance(s, Barrier) and s.scope == "consumers"]
-    gather = [s for s in body if isinstance(s, FlagWait) and not s.by_producer]
+    gather: list[Stmt] = [s for s in body if isinstance(s, FlagWait) and not s.by_producer]
     gather += [s for s in body if isinstance(s, PartialAdd) and s.staged is None]
     fetch = next((s for s in walk(roles.producer.body) if isinstance(s, PartialFetch)), None)
     # the owner's barrier after its acquire (the hand-over's comes before its signal)
