@@ -164,11 +164,25 @@ def stamped(src: str) -> str:
     return head.replace('extern "C" __global__', STAMP_HELPER + 'extern "C" __global__', 1) + body
 
 
+#: The owner's producer's acquire before its fetch (`stream_k_aligned` with the fetch): it
+#: must go with the signals, or the producer waits for a flag no block sets (a hang; the
+#: 2026-12-06 probe of the deferred flag lost its call's device time to it).
+PRODUCER_WAIT = re.compile(r"\n *wait_flag\(&flags\[c_first \* CLUSTER_SIZE \+ rank\]\);[^\n]*")
+DEFERRED_STORED = (
+    "named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // every consumer thread's part of "
+    "the first piece's partial sum is written before the flag\n"
+)
+
+
 def without_hand_over(src: str) -> str:
-    """Wrong on purpose: stream-K's pieces with no partial sum stored, no flag, no adds."""
+    """Wrong on purpose: stream-K's pieces with no partial sum stored, no flag, no adds. A
+    fetched kernel keeps its producer's copies (of whatever the workspace holds) and its
+    consumers' adds of them: only the acquire goes."""
     src = re.sub(r"__stcg\(&partial\[[^;]*;", ";", src)
-    src = src.replace(STORED, "\n")
+    src = src.replace(STORED, "\n").replace(DEFERRED_STORED, "\n")
     src = SIGNAL.sub("", src)
+    src = PRODUCER_WAIT.sub("", src)
+    assert "wait_flag(&flags[c_first" not in src and "signal_flag(&" not in src
     src, n = re.subn(
         r"for \(int c = [^;]*; c < [^;]*; \+\+c\) \{", "for (int c = 0; c < 0; ++c) {", src
     )
