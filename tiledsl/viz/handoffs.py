@@ -316,8 +316,11 @@ def _fix_up_cell(kernel: KernelIR) -> str:
     gather: list[Stmt] = [s for s in body if isinstance(s, FlagWait) and not s.by_producer]
     gather += [s for s in body if isinstance(s, PartialAdd) and s.staged is None]
     fetch = next((s for s in walk(roles.producer.body) if isinstance(s, PartialFetch)), None)
-    # the owner's barrier after its acquire (the hand-over's comes before its signal)
-    barrier = next((b for b in barriers if "acquire" in b.reason), None)
+    # the owner's barrier: the one in its loop over the contributors, after the acquire
+    loop = next(
+        s for s in body if isinstance(s, For) and any(isinstance(x, FlagWait) for x in s.body)
+    )
+    barrier = next((b for b in loop.body if isinstance(b, Barrier)), None)
     handed = next(b for b in barriers if b is not barrier)
     when = (
         f" ({FLAG_DEFER_STEPS} K steps into the block's next piece, its stores draining "
