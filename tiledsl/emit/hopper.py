@@ -579,7 +579,7 @@ def _tma_load(emitter, k: KernelIR, s: TmaLoad) -> list[str]:
     return out
 
 
-def _slot_bytes(k: KernelIR, name: str, slot: str) -> str:
+def _slot_bytes(name: str, slot: str) -> str:
     """The first byte of stage buffer `name`'s slot `slot` (a C++ expression)."""
     return f"reinterpret_cast<unsigned char*>({name}[{slot}])"
 
@@ -595,7 +595,7 @@ def _partial_fetch(emitter, k: KernelIR, s: PartialFetch) -> list[str]:
     ]
     for name, offset, nbytes in pieces_of_part(k, s.part):
         out.append(
-            f"    bulk_load({_slot_bytes(k, name, slot)}, fetched + {offset}, {nbytes}, "
+            f"    bulk_load({_slot_bytes(name, slot)}, fetched + {offset}, {nbytes}, "
             f"&{_bar(emitter, s.bar)});  // {nbytes} bytes to {name}'s slot"
         )
     return [*out, "}"]
@@ -610,7 +610,7 @@ def _fetched_row(k: KernelIR, staged: str) -> list[str]:
         start += size
 
     def at(name: str, first: int) -> str:
-        base = _slot_bytes(k, name, f"({staged} + part) % STAGES")
+        base = _slot_bytes(name, f"({staged} + part) % STAGES")
         return f"{base} + (at - {first})" if first else f"{base} + at"
 
     name, first, _ = starts[-1]

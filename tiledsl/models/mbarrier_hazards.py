@@ -389,12 +389,7 @@ class _Block:
             case PartialFetch():
                 self.partial_fetch(a, s, elected, self.where(a))
             case PartialAdd() if s.staged is not None:
-                # the consumers read the fetched partial sum from the stage slots
-                first = int(evaluate(s.staged, a.env))
-                for t in issuers:
-                    n = self.step(t)
-                    for tile, span in self.fetched(first, a.env):
-                        self.access(tile, a, t, False, False, n, n, s, None, span)
+                self.fetched_add(a, s, issuers)
             case PartialStore() | PartialAdd() | FlagSignal() | FlagWait():
                 pass  # stream-K's hand-over between blocks, in global memory (the interpreter)
             case Ticket():
@@ -457,6 +452,15 @@ class _Block:
         self.event("land", land, elected, self.bar(s.bar, a.env, a.block), nbytes, s, where)
         for tile, span in self.fetched(step - s.part, a.env, only=s.part):
             self.access(tile, a, elected, True, True, issue, land, s, None, span)
+
+    def fetched_add(self, a: _Actor, s: PartialAdd, issuers) -> None:
+        """The consumers' reads of the fetched partial sum from the stage slots."""
+        assert s.staged is not None
+        first = int(evaluate(s.staged, a.env))
+        for t in issuers:
+            n = self.step(t)
+            for tile, span in self.fetched(first, a.env):
+                self.access(tile, a, t, False, False, n, n, s, None, span)
 
     def fetched(self, first: int, env, only: int | None = None):
         """(tile, byte span) of each bulk copy of a fetched partial sum whose part 0 is in

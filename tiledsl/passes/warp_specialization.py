@@ -359,36 +359,12 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
     previous step's slot), the last release when a next tile follows, the C store."""
     s = kernel.schedule
     stages, steps = Const(s.stages, "STAGES"), k_loop.stop
-    slot = Q % stages
     fills = tuple(st for st in kernel.body[:position] if not _copies(st))
     stores: tuple[Stmt, ...] = tuple(
         st for st in kernel.body[position + 1 :] if not isinstance(st, MmaWait)
     )
-    compute = tuple(
-        map_body((st,), lambda x: _read_slot(x, slot))[0]
-        for st in k_loop.body
-        if isinstance(st, (MmaFence, MmaCommit)) or is_loop(st, K_FRAGMENTS)
-    )
-    previous = BarrierRef("empty", (Q + stages - 1) % stages)
     clustered = kernel.cluster_size > 1  # a release reaches every block it shares a tile with
-    body: tuple[Stmt, ...] = (
-        step,
-        Wait(BarrierRef("full", slot), Q // stages % 2, "this step's tiles have landed"),
-        *compute,
-        MmaWait(1),
-        If(
-            k_loop.start,
-            "<",
-            Var(k_loop.var),
-            (
-                Arrive(
-                    previous,
-                    "the previous step's wgmmas have retired: its slot is free",
-                    sharers=clustered,
-                ),
-            ),
-        ),
-    )
+    body = _consumer_step(kernel, k_loop, step)
     # the last step's release: only a persistent block's next tile reuses the slot
     piece = isinstance(k_loop.start, Var)  # a stream-K piece: steps [k_lo, k_hi) of a tile
     deferred: tuple[Stmt, ...] = ()
@@ -432,6 +408,30 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
             if piece
             else stores
         ),
+    )
+
+
+def _consumer_step(kernel: KernelIR, k_loop: For, step: Let) -> tuple[Stmt, ...]:
+    """A consumer K step: wait for the slot's tiles, the wgmmas on it, then the release of
+    the previous step's slot once its wgmmas have retired."""
+    stages = Const(kernel.schedule.stages, "STAGES")
+    slot = Q % stages
+    compute = tuple(
+        map_body((st,), lambda x: _read_slot(x, slot))[0]
+        for st in k_loop.body
+        if isinstance(st, (MmaFence, MmaCommit)) or is_loop(st, K_FRAGMENTS)
+    )
+    release = Arrive(
+        BarrierRef("empty", (Q + stages - 1) % stages),
+        "the previous step's wgmmas have retired: its slot is free",
+        sharers=kernel.cluster_size > 1,
+    )
+    return (
+        step,
+        Wait(BarrierRef("full", slot), Q // stages % 2, "this step's tiles have landed"),
+        *compute,
+        MmaWait(1),
+        If(k_loop.start, "<", Var(k_loop.var), (release,)),
     )
 
 
@@ -503,15 +503,14 @@ def _signal(kernel: KernelIR, deferred: bool = False) -> tuple[Stmt, ...]:
     """A piece's hand-over after its partial sum's stores: the consumers' barrier, then the
     first thread's release of the block's flag (`deferred`: the block's first piece's, in
     its next piece)."""
-    whose = "the first piece's" if deferred else "the"
+    written, sum_ = (
+        ("every consumer thread's part of the first piece's partial sum", "the first piece's")
+        if deferred
+        else ("every consumer thread's partial sum", "the")
+    )
     return (
-        Barrier(
-            "consumers",
-            f"every consumer thread's part of {whose} partial sum is written before the flag"
-            if deferred
-            else "every consumer thread's partial sum is written before the flag",
-        ),
-        FlagSignal(_slot(PID, kernel), f"{whose} partial sum is in the workspace (release)"),
+        Barrier("consumers", f"{written} is written before the flag"),
+        FlagSignal(_slot(PID, kernel), f"{sum_} partial sum is in the workspace (release)"),
     )
 
 
@@ -542,10 +541,12 @@ def _fix_up(kernel: KernelIR, stores: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     mine, theirs = _slot(PID, kernel), _slot(Var("c"), kernel)
     begin, end = contributors(aligned)
     store = PartialStore(mine, "this piece's partial sum, for the tile's owner")
-    hand_over: tuple[Stmt, ...] = (store, *_signal(kernel))
-    if aligned:  # the block's next piece signals (_deferred_flag); a share's only one now
-        _, stop = stream_k_tiles()
-        hand_over = (store, If(U + 1, "==", stop, _signal(kernel)))
+    # stream_k_aligned: the block's next piece signals (_deferred_flag); a share's only one now
+    hand_over = (
+        (store, If(U + 1, "==", stream_k_tiles()[1], _signal(kernel)))
+        if aligned
+        else (store, *_signal(kernel))
+    )
     gather = For(
         "c",
         begin,
