@@ -364,5 +364,10 @@ def test_check_at_a_size_reports_the_grid_of_a_persistent_kernel_alone(capsys, n
     assert r.code == 0, r.err
     assert "  the grid at 256x512x640 on " in r.out
     assert "2 tiles (of 2 x 1 blocks' clusters) on " in r.out
+    # the contributor's deferred flag is named with its constant and its step count
+    assert "  flag  a piece that hands its partial sum over goes on to the block's next " in r.out
+    assert "signals its flag FLAG_DEFER_STEPS (2) K steps into it" in r.out
+    r = cli(["check", str(ROOT / "examples/hopper/stream_k.tile")], capsys)
+    assert r.code == 0 and "stream-K  whole rounds" in r.out and "  flag  " not in r.out
     r = cli(["check", str(ROOT / "examples/hgemm.tile"), "--size", "256x256x256"], capsys)
     assert r.code == 0 and "the grid at" not in r.out

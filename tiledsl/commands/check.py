@@ -28,7 +28,7 @@ from ..gpu import toolchain
 from ..gpu.toolchain import PtxasReport
 from ..ir.expr import to_c
 from ..ir.fetch import fetch_parts
-from ..ir.grid import SK_PARTS
+from ..ir.grid import FLAG_DEFER_STEPS, SK_PARTS
 from ..ir.nodes import (
     KernelIR,
     Roles,
@@ -281,6 +281,13 @@ def _threads(kernel: KernelIR) -> list[str]:
                 f"  fetch  an owner's producer copies its first contributor's partial sum "
                 f"into the {parts} stage slots after its last K step (cp.async.bulk, "
                 "tiledsl.ir.fetch); its consumers add it from shared memory"
+            )
+        if s.aligned:
+            out.append(
+                "  flag  a piece that hands its partial sum over goes on to the block's next "
+                f"piece and signals its flag FLAG_DEFER_STEPS ({FLAG_DEFER_STEPS}) K steps into "
+                "it (at that piece's last step if it has fewer; at once if the share has no "
+                "next piece), so that its stores drain under those steps' wgmmas"
             )
     if kernel.grid_split:
         bm, bn, _ = s.block
