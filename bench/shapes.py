@@ -92,11 +92,19 @@ SUITES = ROOT / "bench" / "suites"
 #: 32.2 at 64 tokens). The swapped kernel tuned at 64 tokens (tokens64_swapped_space.tile)
 #: lost to the 64-row tiles at every shape and is not kept. one_round's widths make the
 #: tiles of 12288 and 22016 weight columns one round of the SMs (one_round_space.tile).
+#: few_tokens_direct's are the direct path's (mma.sync, stages 0: the weights straight from
+#: global memory into the registers, examples/direct/few_tokens_direct.tile), tuned on an
+#: H100 on 2026-12-06 at 1 and 16 tokens.
 SUITE_TUNED = (
     (TUNED / "small_m_cluster.tuned.tile", SUITES / "llama2_7b_cluster_tokens.txt", True),
     (TUNED / "mid_m_cluster.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False),
     (TUNED / "hopper_cluster_192.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False),
     (TUNED / "one_round.tuned.tile", SUITES / "llama2_7b_one_round.txt", False),
+    (
+        TUNED / "few_tokens_direct.tuned.tile",
+        SUITES / "llama2_7b_few_tokens_swapped.txt",
+        False,
+    ),
 )
 
 

@@ -127,6 +127,23 @@ def test_odd_sizes_run_the_guarded_twin(path: Path) -> None:
         assert_passed(report, kernel)
 
 
+@pytest.mark.parametrize(
+    "size",
+    [(1, 4096, 11008), (16, 12288, 4096), (3, 37, 517), (1, 1, 1), (127, 61, 37), (5, 100, 999)],
+)
+def test_the_direct_path_runs_every_size_itself(size) -> None:
+    """mma.sync with stages 0 (examples/direct): guarded vectors, K teams, C by team 0; at
+    the few-token shapes, at odd ones, and where K's rows are not a whole 16 bytes (999)."""
+    from helpers import ROOT
+
+    compiled = compile_file(ROOT / "examples" / "direct" / "few_tokens_direct.tile")
+    for kernel, launch in zip(compiled.kernels, compiled.launches):
+        source = compiled.source_for((kernel,))
+        report = run_gpu(kernel, source, launch, size, seed=SEED, repeat=2)
+        assert report.kernel == kernel.name  # no twin: the kernel guards its own loads
+        assert_passed(report, kernel)
+
+
 @pytest.mark.parametrize("size", [(200, 328, 104), (136, 264, 72), (2000, 4000, 1000)])
 def test_a_tma_only_kernel_runs_partial_tiles_itself(size) -> None:
     from helpers import ROOT

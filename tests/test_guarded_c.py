@@ -15,7 +15,8 @@ from helpers import ROOT, cli, interpret_exact
 from tiledsl.driver import compile_file
 from tiledsl.interp.errors import InterpreterError
 from tiledsl.ir.nodes import Copy, GlobalTile, StoreFrag, map_body, walk
-from tiledsl.lowering.edges import needs_twin, tma_only
+from tiledsl.ir.partial_tiles import tma_only
+from tiledsl.lowering.edges import needs_twin
 
 HOPPER = ROOT / "examples" / "hopper"
 

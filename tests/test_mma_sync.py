@@ -178,10 +178,14 @@ def test_unknown_instruction_shape() -> None:
     )
 
 
-def test_mma_sync_needs_shared_memory() -> None:
+def test_mma_sync_without_shared_memory_needs_k_contiguous_operands() -> None:
+    # stages 0 is the direct path (tests/test_direct.py): 16-byte vectors along K
     line, col, message = _error(BASE.replace("stages 3", "stages 0").replace("copy async 16", ""))
     assert (line, col) == (9, 5)
-    assert "ldmatrix, which reads shared memory only" in message
+    assert message == (
+        "mma.sync with stages 0 loads each lane's fragments from global memory as 16-byte "
+        "vectors along K, which needs K-contiguous operands: K is not B's contiguous dimension"
+    )
 
 
 def test_mma_sync_is_not_on_musa() -> None:

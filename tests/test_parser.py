@@ -293,6 +293,7 @@ DIRECTIVE_ARGS = {
     "coarsen": shape(2),
     "stages": VALUES,
     "fragment_buffers": VALUES,
+    "warps_k": VALUES,
     "copy": st.one_of(spaced(words("async", "sync"), VALUES), words("tma")),
     "warp_specialize": st.just(""),
     "persistent": st.just(""),

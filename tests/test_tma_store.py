@@ -25,7 +25,8 @@ from tiledsl.ir.nodes import (
     map_body,
     walk,
 )
-from tiledsl.lowering.edges import needs_twin, tma_only, variant
+from tiledsl.ir.partial_tiles import tma_only
+from tiledsl.lowering.edges import needs_twin, variant
 
 HOPPER = (
     "block 128 x 256 x 64",

@@ -117,14 +117,14 @@ def test_hgemm_pictures_show_each_pass(tmp_path: Path) -> None:
     assert "+ As" in smem and "pitch 64" in smem and "+ Bs" in smem and "pitch 128" in smem
     assert "__syncthreads()" in smem and "copy.block.sync" in smem
     assert "was: a[0][0] ← A @ (bm * BM, kt * BK) + (wm * MMA_M, kk * MMA_K) 16x16" in smem
-    multi = d / "03-multi-buffering.svg"
+    multi = d / "04-multi-buffering.svg"
     assert "async.wait pending=1" in svg_text(multi)
     assert "__syncthreads()" in struck(multi)  # the two stages-1 barriers give way to one
-    padding = svg_text(d / "05-padding.svg")
+    padding = svg_text(d / "06-padding.svg")
     assert "pitch 64 → 72" in padding and "pitch 128 → 136" in padding
-    swizzle = svg_text(d / "06-swizzle.svg")
+    swizzle = svg_text(d / "07-swizzle.svg")
     assert "row by row (no swizzle) → grouped 8" in swizzle
-    sync = svg_text(d / "07-sync-elimination.svg")
+    sync = svg_text(d / "08-sync-elimination.svg")
     assert "kept: needed: RAW on As (block scope)" in sync
     tiles = svg_text(d / "tiles.svg")
     assert "grouped 8: blocks walk 8 block-rows at a time" in tiles
@@ -138,7 +138,7 @@ def test_hgemm_pictures_show_each_pass(tmp_path: Path) -> None:
 def test_a_removed_barrier_is_struck_through_with_its_reason(tmp_path: Path) -> None:
     text = F16.read_text().replace("sync    all", "sync    minimal")
     draw(F16, tmp_path, text=text)
-    svg = tmp_path / "hgemm_f16" / "07-sync-elimination.svg"
+    svg = tmp_path / "hgemm_f16" / "08-sync-elimination.svg"
     assert struck(svg).count("__syncthreads()") == 1
     assert any(
         line.startswith("WAR: every warp must be done reading As, Bs") for line in struck(svg)

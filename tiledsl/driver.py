@@ -24,7 +24,7 @@ from .frontend.parser import parse
 from .frontend.refusals import refuse_unbuilt
 from .frontend.syntax import Program
 from .ir.nodes import KernelIR
-from .ir.partial_tiles import tma_only
+from .ir.partial_tiles import runs_every_size
 from .ir.targets import parse_target_name
 from .ir.verify import limit_problems, verify
 from .limits import MAX_KERNELS
@@ -158,8 +158,9 @@ def lower_program(
             stage = kernel.passes[-1] if kernel.passes else LOWER
             final = enabled[-1] if enabled else LOWER
             over_limits.diagnostics += limit_problems(kernel, stage, final)
-            # a kernel whose loads are all TMA's runs every size itself: it has no twin
-            twin = None if tma_only(kernel) else edge_twin(analysis, build_twin)
+            # a kernel whose loads are all TMA's, or all guarded fragment loads, runs every
+            # size itself: it has no twin
+            twin = None if runs_every_size(kernel) else edge_twin(analysis, build_twin)
             if twin is not None:
                 verify(twin, after="edges")
                 over_limits.diagnostics += limit_problems(twin, stage, final)

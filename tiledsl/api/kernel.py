@@ -33,7 +33,7 @@ from ..ir.dtypes import decode, encode
 from ..ir.epilogue import Epilogue
 from ..ir.expr import Const
 from ..ir.nodes import KernelIR
-from ..ir.partial_tiles import tma_only
+from ..ir.partial_tiles import guards_fragments, tma_only
 from ..lowering.edges import variant
 from .empty_sums import write_empty_sums
 from .gpu import run_on_gpu
@@ -153,6 +153,7 @@ class Kernel:
                 + (", persistent" if k.persistent else "")
                 + (f"; other sizes take {k.edge.name} (guarded)" if k.edge is not None else "")
                 + ("; every size, partial tiles by TMA" if tma_only(k) else "")
+                + ("; every size, guarded loads" if guards_fragments(k) else "")
             )
         return "\n".join(lines) + ">"
 

@@ -36,7 +36,7 @@ from ..ir.nodes import (
     buffer_offsets,
     walk,
 )
-from ..ir.partial_tiles import tma_only
+from ..ir.partial_tiles import guards_fragments, tma_only
 from ..ir.targets import build_arch
 from ..lowering.edges import (
     fits_block_tile,
@@ -168,6 +168,14 @@ def _edge_lines(kernel: KernelIR, size: tuple[int, int, int] | None) -> list[str
         if size is not None:
             out += _staging_lines(kernel, size)
         return [*out, ""]
+    if guards_fragments(kernel):
+        out.append(
+            f"    every size runs {kernel.name}: each lane's 16-byte vector of A or B is loaded "
+            "where it lies inside its operand (and its rows are a whole 16 bytes), element by "
+            "element where it reaches past it, zeros outside; C's stores are guarded element "
+            "by element"
+        )
+        return [*out, ""]
     if twin is None:
         out.append(
             f"    none: sizes must be multiples of {block} (stages 0 loads fragments straight "
@@ -236,6 +244,9 @@ def _threads(kernel: KernelIR) -> list[str]:
         else ""
     )
     teams = f"{kernel.teams} teams (pingpong, alternate tiles) of " if kernel.teams > 1 else ""
+    if kernel.k_teams > 1:
+        w = kernel.k_teams
+        teams = f"{w} K teams (warps_k: team t on K steps t, t + {w}, ...) of "
     out.append(
         f"  threads   {kernel.threads} per block = {teams}{kernel.warp_count} {unit} "
         f"({wm} x {wn}) of {kernel.warp_width} lanes{producer} (limit {t.max_threads_per_block})"

@@ -32,7 +32,7 @@ from ..ir.dtypes import encode
 from ..ir.epilogue import Epilogue
 from ..ir.expr import Const, Var
 from ..ir.nodes import KernelIR
-from ..ir.partial_tiles import tma_only
+from ..ir.partial_tiles import runs_every_size
 from ..ir.targets import build_arch
 from ..limits import INT_MAX, interpreter_problem, size_problems
 from ..lowering.edges import variant
@@ -137,7 +137,7 @@ def check_size(kernel: KernelIR, size: tuple[int, int, int], batch: int = 1) -> 
         elif value % tile:
             ragged.append(f"{what} = {value}")
     is_twin = bool(kernel.passes) and kernel.passes[-1] == "edges"  # guarded: any size
-    if ragged and kernel.edge is None and not is_twin and not tma_only(kernel):
+    if ragged and kernel.edge is None and not is_twin and not runs_every_size(kernel):
         up = "x".join(
             map(str, g.oriented([-(-v // t) * t for v, t in zip(size, kernel.schedule.block)]))
         )

@@ -168,6 +168,13 @@ __device__ __forceinline__ void cp_async_wait() {
             ),
             *(
                 [
+                    f"constexpr int WARPS_K = {k.k_teams};  // warps_k: K teams of WARPS_M x "
+                    "WARPS_N warps, team kteam on the block's K steps kteam, kteam + WARPS_K, ...",
+                    'static_assert(WARPS_M * WARPS_N * WARPS_K * WARP_SIZE == THREADS, "one '
+                    'block: WARPS_K teams of WARPS_M x WARPS_N warps");',
+                ]
+                if k.k_teams > 1
+                else [
                     'static_assert(WARPS_M * WARPS_N * WARP_SIZE == THREADS, "one block: '
                     'WARPS_M x WARPS_N warps");'
                 ]
@@ -179,6 +186,7 @@ __device__ __forceinline__ void cp_async_wait() {
                 ]
             ),
             notes["stages"],
+            *([notes["warps_k"]] if "warps_k" in notes else []),
             notes["fragment_buffers"],
             notes["copy"],
             *(
@@ -666,6 +674,13 @@ def _warp_place(k: KernelIR) -> list[str]:
             "is TEAMS)",
             f"const int wm = {wm}, wn = {same_in_warp('warp % WARPS_N', warps_n)};  // the "
             "warp's place in its team's tile",
+        ]
+    if k.k_teams > 1:
+        return [
+            "const int kteam = warp / (WARPS_M * WARPS_N);  // warps_k: the warp's K team",
+            f"const int wm = {same_in_warp('warp % (WARPS_M * WARPS_N) / WARPS_N', warps_m)}, "
+            f"wn = {same_in_warp('warp % WARPS_N', warps_n)};  // the warp's place in its "
+            "team's tile",
         ]
     wm = same_in_warp("warp / WARPS_N", warps_m)
     wn = same_in_warp("warp % WARPS_N", warps_n)

@@ -16,6 +16,23 @@ ldmatrix.x4 loads four 8x8 matrices, one 16-byte row per lane address (lanes 0-7
 first matrix, 8-15 the second, ...); `.trans` hands each lane the transposed elements,
 which is how an N-contiguous tile of B (or an M-contiguous tile of A) reaches the
 layout above. The four lowerings below are the four (operand, tile layout) pairs.
+
+**The direct path** (`stages 0`, K-contiguous A and B: tiledsl.frontend.direct): no
+shared memory. A lane loads 16 bytes of each of its rows straight from global memory:
+columns 4t .. 4t + 7 of a 32-column group of K, which are its elements of *two* k16
+steps once K is permuted within the group the same way in A and B,
+
+    step s (0, 1) of the group:  fragment columns t, t + 1   <- K columns 4t + 4s + 0, 1
+                                 fragment columns t + 8, + 9  <- K columns 4t + 4s + 2, 3
+
+so that each vector's words 2s and 2s + 1 are step s's registers (A's a0/a2 from row g's
+vector, a1/a3 from row g + 8's; B's b0/b1 from token g's). The sum over the group is the
+same sum, added in another order. The group's first step loads the vectors into
+registers of their own (`a_vec`, `b_vec`), its second reads them again. A K step that lies
+inside K with both operands on 16 bytes loads each vector at once, only its line tested
+(`direct_vector_inside`); any other step vector by vector, element by element where a
+vector reaches past K or is not on 16 bytes, zeros outside (`direct_vector`): the kernel
+runs every size itself. C leaves from the registers, rounded element by element.
 """
 
 from __future__ import annotations
@@ -24,7 +41,19 @@ from dataclasses import replace
 
 from ..ir.dtypes import DTYPES
 from ..ir.expr import Const, Var, evaluate, substitute, variables
-from ..ir.nodes import Fill, For, FragRef, KernelIR, LoadFrag, Mma, SharedTile, StoreFrag
+from ..ir.nodes import (
+    K_FRAGMENTS,
+    Fill,
+    For,
+    FragRef,
+    GlobalTile,
+    KernelIR,
+    LoadFrag,
+    Mma,
+    SharedTile,
+    StoreFrag,
+    walk,
+)
 from ..ir.paths import MMA_SYNC
 from .lowering import PathLowering
 
@@ -94,6 +123,30 @@ def helper_name(inputs: str, acc: str) -> str:
     return f"mma_m16n8k16_{inputs}_{acc}"
 
 
+_DIRECT_HELPERS = """\
+// mma.sync's direct path (stages 0): a lane's 8 consecutive K elements of one row of A (one
+// column of B) from global memory as one 16-byte vector where it lies inside the operand and
+// on 16 bytes; element by element where it reaches past K, zeros outside the operand.
+__device__ __forceinline__ uint4 direct_vector(const unsigned short* p, bool inside, int at,
+                                               int extent) {
+    if (inside && at + 8 <= extent && (reinterpret_cast<unsigned long long>(p) & 15) == 0)
+        return __ldg(reinterpret_cast<const uint4*>(p));
+    unsigned e[8];
+    #pragma unroll
+    for (int i = 0; i < 8; ++i) e[i] = inside && at + i < extent ? p[i] : 0u;
+    return make_uint4(e[0] | e[1] << 16, e[2] | e[3] << 16, e[4] | e[5] << 16, e[6] | e[7] << 16);
+}
+// the same inside a K step that lies inside K and on 16 bytes: only the line's test, a select
+// rather than a branch, so that nvcc may issue a step's loads ahead of its mmas
+__device__ __forceinline__ uint4 direct_vector_inside(const unsigned short* p, bool inside) {
+    return inside ? __ldg(reinterpret_cast<const uint4*>(p)) : make_uint4(0u, 0u, 0u, 0u);
+}
+// word i of a vector (i is a constant once the fragment steps are unrolled)
+__device__ __forceinline__ unsigned direct_word(const uint4& v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}"""
+
+
 class MmaSyncLowering(PathLowering):
     path = MMA_SYNC
 
@@ -102,6 +155,8 @@ class MmaSyncLowering(PathLowering):
         if not kernels:
             return []
         out = [_LDMATRIX_HELPERS, ""]
+        if any(k.schedule.path.direct_loads(k.schedule.stages) for k in kernels):
+            out += [_DIRECT_HELPERS, ""]
         for inputs, acc in sorted({(k.gemm.a.dtype, k.schedule.accumulate) for k in kernels}):
             out += [
                 f"// mma m16n8k16, {inputs} inputs, {acc} accumulators",
@@ -119,10 +174,52 @@ class MmaSyncLowering(PathLowering):
         return declarations(k)
 
     def loop(self, emitter, k: KernelIR, s) -> list[str] | None:
+        if s.role == K_FRAGMENTS and k.schedule.path.direct_loads(k.schedule.stages):
+            return self._direct_step(emitter, k, s)
         return paired_loop(emitter, k, s)
 
+    #: while the direct path's K step is emitted for a step inside K (`_direct_step`)
+    interior = False
+
+    def _direct_step(self, emitter, k: KernelIR, s: For) -> list[str]:
+        """The direct path's fragment steps of one K step, twice: for a step that lies
+        inside K with every operand on 16 bytes (each vector one load, only its line
+        tested), and for any other (the last step of a ragged K, unaligned operands):
+        vector by vector, element by element where it must. The IR's loads are the same
+        guarded loads either way."""
+        first = next(st for st in walk(s.body) if isinstance(st, LoadFrag))
+        tile = first.src
+        assert isinstance(tile, GlobalTile)
+        role = k.fragment(first.frag.name).role
+        k0 = tile.origin[1] if role == "matrix_a" else tile.origin[0]
+        g = k.gemm
+        aligned = " | ".join(
+            f"reinterpret_cast<unsigned long long>({op.name})" for op in (g.a, g.b)
+        )
+        # each operand's rows a whole 16 bytes (once per leading dimension: both are K here)
+        leads = dict.fromkeys(emitter.expr(op.leading_dim) for op in (g.a, g.b))
+        lines = " && ".join(f"{lead} % 8 == 0" for lead in leads)
+        cond = (
+            f"if ({emitter.expr(k0)} + BK <= {emitter.expr(g.k)} && {lines} "
+            f"&& ({aligned}) % 16 == 0) {{  // a K step inside K, on 16 bytes"
+        )
+        loop = replace(s, role="")  # emitted by the shared emitter from here
+        self.interior = True
+        try:
+            inside = emitter.stmts(k, (loop,))
+        finally:
+            self.interior = False
+        edge = emitter.stmts(k, (loop,))
+        return [
+            cond,
+            *("    " + x for x in inside),
+            "} else {  // the last step of a ragged K, or an operand not on 16 bytes",
+            *("    " + x for x in edge),
+            "}",
+        ]
+
     def statement(self, emitter, k: KernelIR, s) -> list[str] | None:
-        return statement(emitter, k, s)
+        return statement(emitter, k, s, self.interior)
 
 
 def declarations(k: KernelIR) -> list[str]:
@@ -147,20 +244,29 @@ def declarations(k: KernelIR) -> list[str]:
                 f"unsigned {f.name}[{i}][{j}][{regs}];  // {what} fragments: {regs} registers "
                 f"of 2 {f.dtype} elements per lane"
             )
+            if k.schedule.path.direct_loads(k.schedule.stages):
+                rows = 2 if f.role == "matrix_a" else 1
+                out.append(
+                    f"uint4 {f.name}_vec[{i}][{j}][{rows}];  // direct path: the lane's 16 "
+                    f"bytes of K of each of its {rows} line(s), for two k16 steps"
+                )
     out.append("const int g = lane / 4, t = lane % 4 * 2;  // a lane's row and column pair in C")
     return out
 
 
-def statement(emitter, k: KernelIR, s) -> list[str] | None:
-    """The mma.sync spelling of a fragment statement, or None for anything else."""
+def statement(emitter, k: KernelIR, s, interior: bool = False) -> list[str] | None:
+    """The mma.sync spelling of a fragment statement, or None for anything else
+    (`interior`: a direct path's load in a K step inside K, `MmaSyncLowering._direct_step`)."""
     match s:
         case Fill():
             return _fill(k, s)
         case LoadFrag():
             frag = k.fragment(s.frag.name)
             if frag.role == "accumulator":
-                return _accumulator_elements(emitter, k, s.src, s.frag, load=True)
+                return _accumulator_elements(emitter, k, s.src, s.frag, load=True, add=s.add)
             if not isinstance(s.src, SharedTile):
+                if k.schedule.path.direct_loads(k.schedule.stages):
+                    return _direct_load(emitter, k, s, interior)
                 return _elementwise_load(emitter, k, s)
             layout = k.buffer(s.src.buffer).layout
             helper, row, col = LDMATRIX[(frag.role, layout)]
@@ -169,6 +275,17 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
         case Mma():
             name = helper_name(k.gemm.a.dtype, k.fragment(s.acc.name).dtype)
             return [f"{name}({s.acc}, {s.a}, {s.b});"]
+        case StoreFrag() if isinstance(s.dst, GlobalTile) and k.schedule.path.direct_loads(
+            k.schedule.stages
+        ):
+            lines = _direct_store(emitter, k, s)
+            if not s.by_team0:
+                return lines
+            return [
+                "if (kteam == 0) {  // K team 0 stores; the others hold the same sum",
+                *("    " + x for x in lines),
+                "}",
+            ]
         case StoreFrag():
             return _accumulator_elements(emitter, k, s.dst, s.frag, load=False)
     return None
@@ -260,6 +377,72 @@ def _elementwise_load(emitter, k: KernelIR, s: LoadFrag) -> list[str]:
     return out
 
 
+def _direct_load(emitter, k: KernelIR, s: LoadFrag, interior: bool) -> list[str]:
+    """A or B straight from global memory on the direct path (see the module's text): one
+    16-byte vector per row of the lane (A: rows g and g + 8; B: token g), K permuted within
+    its 32-column group, each register a word of a vector."""
+    frag = k.fragment(s.frag.name)
+    tile = s.src
+    assert isinstance(tile, GlobalTile)
+    # the step's place in its 32-column group of K (BK is a multiple of 32: the offset's)
+    k_offset = tile.offset[1] if frag.role == "matrix_a" else tile.offset[0]
+    step = f"({emitter.expr(k_offset)}) / 16 % 2"
+    column = f"4 * t - 16 * ({step})"  # the vector's first K column, within the tile
+    if frag.role == "matrix_a":  # rows g, g + 8 of a row-major M x K tile
+        lines_of = [("g", column), ("g + 8", column)]
+        extent, count = k.gemm.k, k.gemm.m
+    else:  # token g of a column-major K x N tile
+        lines_of = [(column, "g")]
+        extent, count = k.gemm.k, k.gemm.n
+    vectors = f"{frag.name}_vec" + str(s.frag)[len(frag.name) :]
+    out = [
+        f"{{  // {s.frag} <- {tile.operand}: the lane's 16 bytes of K"
+        + (" of rows g and g + 8" if frag.role == "matrix_a" else " of token g")
+        + " (K permuted within 32 columns: words 2s, 2s + 1 are step s's)",
+        f"    if (({step}) == 0) {{  // the group's first step loads its vectors",
+    ]
+    for v, (row, col) in enumerate(lines_of):
+        gr, gc = emitter.global_rc(tile, row, col)
+        line, along = (gr, gc) if frag.role == "matrix_a" else (gc, gr)
+        where = emitter.element(k, tile, row, col)
+        pointer = f"reinterpret_cast<const unsigned short*>(&{where})"
+        inside = f"{line} < {emitter.expr(count)}"
+        out.append(
+            f"        {vectors}[{v}] = direct_vector_inside({pointer}, {inside});"
+            if interior
+            else f"        {vectors}[{v}] = direct_vector({pointer}, {inside}, {along}, "
+            f"{emitter.expr(extent)});"
+        )
+    out.append("    }")
+    words = [(0, 0), (1, 0), (0, 1), (1, 1)] if frag.role == "matrix_a" else [(0, 0), (0, 1)]
+    for q, (v, w) in enumerate(words):
+        out.append(f"    {s.frag}[{q}] = direct_word({vectors}[{v}], 2 * ({step}) + {w});")
+    return [*out, "}"]
+
+
+def _direct_store(emitter, k: KernelIR, s: StoreFrag) -> list[str]:
+    """The direct path's accumulators into C, lane by lane: elements (g, t), (g, t + 1),
+    (g + 8, t), (g + 8, t + 1), each rounded to C's type and stored where it lies inside
+    C (a guarded store)."""
+    tile = s.dst
+    assert isinstance(tile, GlobalTile)
+    dtype = emitter.dtype_of(k, tile)
+    acc = k.fragment(s.frag.name).dtype
+    out = [
+        f"// {s.frag} -> {tile.operand}: each lane's elements at rows g, g + 8 and columns t, "
+        f"t + 1, rounded to {dtype} one by one; only those inside C are written"
+    ]
+    for q, (row, col) in enumerate(
+        (("g", "t"), ("g", "t + 1"), ("g + 8", "t"), ("g + 8", "t + 1"))
+    ):
+        at = emitter.element(k, tile, row, col)
+        value = emitter.converted(f"{s.frag}[{q}]", acc, dtype)
+        gr, gc = emitter.global_rc(tile, row, col)
+        m, n = emitter.expr(k.gemm.m), emitter.expr(k.gemm.n)
+        out.append(f"if ({gr} < {m} && {gc} < {n}) {at} = {value};")
+    return out
+
+
 def _fill(k: KernelIR, s: Fill) -> list[str]:
     frag = k.fragment(s.frag.name)
     if frag.dtype == "f32":
@@ -269,17 +452,30 @@ def _fill(k: KernelIR, s: Fill) -> list[str]:
     return [f"for (int q = 0; q < 2; ++q) {s.frag}[q] = {pair};"]
 
 
-def _accumulator_elements(emitter, k: KernelIR, tile, ref: FragRef, load: bool) -> list[str]:
+def _accumulator_elements(
+    emitter, k: KernelIR, tile, ref: FragRef, load: bool, add: bool = False
+) -> list[str]:
     """An accumulator to or from a tile, lane by lane: element q of a lane is at row
     g + q / 2 * 8, column t + q % 2. Pairs along a row of a row-major tile move as one
     vector (a float2, or two halves as one 32-bit word); a column-major tile element by
-    element. Registers are only read and written whole, so they stay registers."""
+    element. Registers are only read and written whole, so they stay registers. `add`
+    (f32, row-major shared tile: the K teams' sums): the accumulator plus the tile."""
     acc_t, frag = k.fragment(ref.name).dtype, str(ref)
     layout = emitter.layout_of(k, tile)
+    arrow = "+=" if add else "<-" if load else "->"
     out = [
-        f"// {frag} {'<-' if load else '->'} {emitter.tile_name(tile)}: each lane's elements "
+        f"// {frag} {arrow} {emitter.tile_name(tile)}: each lane's elements "
         "at rows g, g + 8 and columns t, t + 1"
     ]
+    if add:
+        assert acc_t == "f32" and layout == "row"  # tiledsl.passes.k_teams's Ks
+        for h, row in enumerate(("g", "g + 8")):
+            first = emitter.element(k, tile, row, "t")
+            out.append(
+                f"{{ const float2 v = *reinterpret_cast<const float2*>(&{first}); "
+                f"{frag}[{2 * h}] += v.x; {frag}[{2 * h + 1}] += v.y; }}"
+            )
+        return out
     if acc_t == "f32":
         pairs = [
             (row, "t", f"{frag}[{2 * h}]", f"{frag}[{2 * h + 1}]")

@@ -89,6 +89,15 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
         notes["persistent"] = ("persistent", _persisting(k))
     if s.grid_split:
         notes["split_k"] = (f"split_k {s.grid_split}", _splitting(k))
+    if s.warps_k > 1 or "warps_k" in s.written:
+        notes["warps_k"] = (
+            f"warps_k {s.warps_k}",
+            f"{k.k_teams} K teams of the block's warps, team kteam on K steps kteam, kteam + "
+            "WARPS_K, ...; their sums meet in Ks, added in team order, and team 0 stores C "
+            "(k-teams)"
+            if k.k_teams > 1
+            else "one team of warps on every K step",
+        )
     if s.cluster_size > 1 or "cluster" in s.written:  # a written `cluster 1 x 1` too
         notes["cluster"] = (f"cluster {s.cluster[0]} x {s.cluster[1]}", _clustering(k))
     epilogue = Epilogue.of(s, k.gemm)
@@ -214,6 +223,12 @@ def _where(k: KernelIR, name: str) -> str:
 
 def _staging(k: KernelIR) -> str:
     s = k.schedule
+    if s.stages == 0 and s.path.direct_loads(0):
+        return (
+            "the direct path: each lane loads 16 bytes of K of its rows straight from global "
+            "memory into its registers, one vector for two k16 steps (K permuted within 32 "
+            "columns), guarded: every size runs this kernel"
+        )
     if s.stages == 0:
         return "fragments load straight from global memory (no shared memory)"
     if "smem-tiling" not in k.passes:

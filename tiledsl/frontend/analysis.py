@@ -29,6 +29,7 @@ from ..limits import GRID_Y_MAX, dim_problem
 from ..models.registers import fragment_registers
 from . import syntax as S
 from .computation import resolve_gemm
+from .direct import check_direct
 from .directives import read_directives
 from .hopper import check_hopper
 from .names import check_kernel_names
@@ -76,6 +77,7 @@ def analyze(
     _check_shapes(sched, target, gemm, errs)
     if gemm is not None:
         check_hopper(sched, target, gemm, errs)
+        check_direct(sched, gemm, errs)
     return None if gemm is None else Analysis(kernel.name, gemm, sched, target)
 
 
@@ -105,6 +107,8 @@ def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Col
         direct = gemm.c.dtype == sched.accumulate and not sched.epilogue
         # warp specialization: the consumers store C from their registers, converting
         direct = direct or sched.warp_specialize
+        # the direct path's lanes too (mma.sync, stages 0: no shared memory to stage C in)
+        direct = direct or sched.path.direct_loads(sched.stages)
         updates["epilogue_via"] = "direct" if direct else "shared"
     if sched.path.default_pad and "pad" not in sched.written:
         updates["pad"] = sched.path.default_pad  # wgmma: the 128-byte swizzle it reads
@@ -327,11 +331,12 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
         return
     warps_m, warps_n = sched.warps
     lanes = lanes_per_warp(sched, target)
-    threads = warps_m * warps_n * lanes
+    threads = warps_m * warps_n * sched.warps_k * lanes
     if threads > target.max_threads_per_block:
+        teams = f" x {sched.warps_k} K teams" if sched.warps_k > 1 else ""
         errs.add(
-            sched.loc("block"),
-            f"{warps_m} x {warps_n} {sched.path.ir_warp}s "
+            sched.loc("warps_k" if sched.warps_k > 1 else "block"),
+            f"{warps_m} x {warps_n} {sched.path.ir_warp}s{teams} "
             f"of {lanes} threads = "
             f"{threads} threads per block; {target.name} allows {target.max_threads_per_block}",
             "use a smaller block tile, or give each warp several fragments (`coarsen 2 x 2`)",
@@ -348,7 +353,7 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
         _check_xor_lines(sched, gemm, errs)
     if gemm is not None:
         _check_literal_sizes(sched, gemm, errs)
-    if gemm is not None and sched.stages == 0:
+    if gemm is not None and sched.stages == 0 and not sched.path.direct_loads(0):
         # With shared-memory tiles a guarded twin covers the edges (tiledsl.lowering.edges); the
         # naive form loads fragments straight from global memory, which cannot be guarded.
         for dim, size, what in ((gemm.m, bm, "M"), (gemm.n, bn, "N"), (gemm.k, bk, "K")):
@@ -409,6 +414,8 @@ def shared_memory_bytes(sched: Schedule, gemm: Gemm, staged_c: bool) -> int:
         warps_m, warps_n = sched.warps
         acc_bytes = DTYPE_BYTES[sched.accumulate] if sched.accumulate in DTYPE_BYTES else 4
         end = max(end, aligned(warps_m * warps_n * m * n * acc_bytes, SMEM_ALIGN))
+    if sched.warps_k > 1:  # the K teams' sums (tiledsl.passes.k_teams), f32
+        end = max(end, aligned(sched.warps_k * sched.block[0] * sched.block[1] * 4, SMEM_ALIGN))
     if sched.epilogue_via == "tma" and sched.store_columns and sched.warp_specialize:
         # its own bytes after the stages: the producer refills those while C leaves
         rows = sched.mma[0] * sched.coarsen[0]

@@ -222,6 +222,18 @@ def _read_fragment_buffers(d, errs):
     return {"fragment_buffers": v[0]}
 
 
+#: `warps_k W`: at most this many K teams (W copies of the block's warps).
+MAX_WARPS_K = 16
+
+
+def _read_warps_k(d, errs):
+    """`warps_k W`: W teams of the block's warps, team t on the block's K steps t, t + W,
+    ...; the teams' sums added in team order (tiledsl.lowering.k_teams). 1: one team, so
+    that a space may write `warps_k {1, 4, 8}`."""
+    v = _ints(d, 1, errs, minimum=1, maximum=MAX_WARPS_K)
+    return {"warps_k": v[0]} if v else {}
+
+
 def _read_copy(d, errs):
     mode = _word(d)
     if mode == "tma":  # the TMA unit moves whole boxes: no vector width
@@ -370,6 +382,7 @@ _READERS = {
     "coarsen": _read_coarsen,
     "stages": _read_stages,
     "fragment_buffers": _read_fragment_buffers,
+    "warps_k": _read_warps_k,
     "copy": _read_copy,
     "pad": _read_pad,
     "swizzle": _read_swizzle,
@@ -401,6 +414,8 @@ _LIMITS = {
     "shared-memory slot, and the prologue is unrolled and analysed once per stage)",
     "persistent": _SLICES_LIMIT,
     "split_k": _SLICES_LIMIT,
+    "warps_k": f"more than {MAX_WARPS_K} K teams never pay (each is a copy of the block's "
+    "warps, and 1024 threads is a block's limit)",
     "swizzle": f"a group or panel of more than {MAX_SWIZZLE} block tiles never pays (and "
     "its products with the tile counts must fit the kernel's 32-bit int)",
 }
@@ -414,5 +429,6 @@ _HINTS = {
     "persistent": "split_k takes the slices of a tile's K steps, 2 or more, e.g. "
     "`persistent split_k 2`",
     "split_k": "split_k takes the slices of each tile's K steps, e.g. `split_k 2` (1: no split)",
+    "warps_k": "warps_k takes the K teams of the block's warps, e.g. `warps_k 8` (1: one team)",
     "swizzle": "e.g. `swizzle grouped 8`, `swizzle snake 8`, `swizzle zigzag 2` or `swizzle none`",
 }

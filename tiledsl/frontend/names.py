@@ -53,14 +53,15 @@ GENERATED = frozenset(
     mbarrier_arrive mbarrier_wait tma_load_2d setmaxnreg_dec setmaxnreg_inc tma_store_2d
     tma_store_commit tma_store_wait_read stmatrix_x4 pack_f16x2 pack_bf16x2 __nv_bfloat162
     cluster_sync tma_load_2d_multicast mbarrier_arrive_remote signal_flag wait_flag
-    take_ticket fence_proxy_async_global bulk_load
+    take_ticket fence_proxy_async_global bulk_load direct_vector direct_vector_inside direct_word
     named_barrier __stcg __ldcg make_float4 float4
     __floats2bfloat162_rn __half2 __floats2half2_rn Divisor __umulhi"""
     # the kernel's constants (its `NAME_schedule` namespace)
     """ BM BN BK MMA_M MMA_N MMA_K WARPS_M WARPS_N WARP_SIZE THREADS GROUP_M PANEL_N ALPHA
     BETA Cs CS_ROWS CS_COLS CS_PITCH STAGES STAGE_BYTES STORE_COLUMNS PRODUCER_REGISTERS
     CONSUMER_REGISTERS TEAMS CLUSTER_M CLUSTER_N CLUSTER_SIZE SK_PARTS SK_MAX_FILL SPLIT_K
-    CONSUMER_THREADS CONSUMERS_BARRIER PARTIAL_FLOATS FLAG_DEFER_STEPS"""
+    CONSUMER_THREADS CONSUMERS_BARRIER PARTIAL_FLOATS FLAG_DEFER_STEPS WARPS_K Ks KS_ROWS
+    KS_PITCH"""
     # MUSA's host launcher calls the kernel beside this local
     """ blocks""".split()
 )
@@ -76,7 +77,8 @@ GENERATED_LOCALS = frozenset(
     column_mask mask remote workspace flags flag set threads k_steps last_wave sk_tiles dp_tiles
     dp_rounds sk_steps workers slices sk_first sk_last u k_lo k_hi partial sum sk_blocks sk_quotient
     sk_remainder u_tile c_base c_first value multiplier shift tickets ticket ticket_box counter
-    drawn slice last_step fetched at part from flag_at handed""".split()
+    drawn slice last_step fetched at part from flag_at handed kteam kr kt_sum vec0 vec1 a_vec b_vec
+    extent inside""".split()
 )
 
 #: Locals declared `extern` (the dynamic shared memory): they have linkage, so they may not

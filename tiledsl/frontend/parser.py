@@ -234,6 +234,8 @@ USAGE = {
     "stream_k_aligned, split_k 2}`",
     "split_k": "split_k takes one number, the slices of each tile's K steps, e.g. split_k 2 "
     "(a block per slice; the last slice to finish adds them), or a set, split_k {1, 2, 4}",
+    "warps_k": "warps_k takes one number, the K teams of the block's warps, e.g. warps_k 8, "
+    "or a set, warps_k {1, 4, 8}",
     "cluster": "a thread-block cluster is written CM x CN (blocks along M and N), "
     "e.g. cluster 2 x 1",
     "swap_operands": "swap_operands takes nothing: the kernel computes C^T = B^T A^T (block, "

@@ -66,7 +66,8 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
             "__fadd_rn so that it is exact), which the S4000 write-up does not document",
             "drop the epilogue directive for MUSA",
         )
-    if s.epilogue_via == "direct" and g.c.dtype != s.accumulate and not s.warp_specialize:
+    converts = s.warp_specialize or s.path.direct_loads(s.stages)  # stores C lane by lane
+    if s.epilogue_via == "direct" and g.c.dtype != s.accumulate and not converts:
         refuse(
             "epilogue_via",
             f"epilogue_via direct with {g.c.dtype} C and an {s.accumulate} accumulator",

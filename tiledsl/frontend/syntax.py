@@ -167,6 +167,7 @@ DIRECTIVES = (
     "coarsen",
     "stages",
     "fragment_buffers",
+    "warps_k",
     "copy",
     "warp_specialize",
     # split_k before persistent: `persistent` followed by `split_k S` would read back as

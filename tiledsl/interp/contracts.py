@@ -24,7 +24,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.expr import evaluate
-from ..ir.nodes import DTYPE_BYTES, Copy, GlobalTile, SharedTile, Tile, TmaLoad, TmaStore
+from ..ir.nodes import (
+    DTYPE_BYTES,
+    Copy,
+    GlobalTile,
+    LoadFrag,
+    SharedTile,
+    Tile,
+    TmaLoad,
+    TmaStore,
+)
 from ..ir.printer import stmt_text
 from .errors import InterpreterError
 from .tiles import Memory
@@ -36,6 +45,8 @@ def check_fragment_pointer(memory: Memory, tile: Tile, stmt, read_async: bool) -
     `read_async`: a wgmma operand, read through a descriptor. An IR not yet pipelined
     reads its operands synchronously, so it has no descriptor to check.
     """
+    if getattr(stmt, "guard", False) and isinstance(stmt, LoadFrag):
+        return  # the direct path: each vector checks its own alignment (element by element if not)
     size, base = _element_and_base(memory, tile)
     path = memory.kernel.schedule.path
     role = memory.kernel.fragment(stmt.frag.name).role

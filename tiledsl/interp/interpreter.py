@@ -329,7 +329,7 @@ class _Interpreter:
         self.stats = Stats()
         self.fixups = FixUps()  # stream-K's workspace and flags, the grid's
         self.warp_width = kernel.warp_width
-        self.warps = kernel.warp_count
+        self.warps = kernel.warp_count * kernel.k_teams  # a block's (pingpong: a team's)
         self.threads = kernel.threads
         self.offsets = buffer_offsets(kernel)
         self.arena_bytes = max(
@@ -1038,6 +1038,9 @@ class _Interpreter:
         check_fragment_pointer(ag.memory, s.src, s, read_async)
         frag, i, j = self._frag(ag, s.frag)
         values = decode(self._read_tile(ag, s.src, s), ag.memory.dtype(s.src))
+        if s.add:  # a K team's sum added, in f32 as the lanes add it
+            frag[:, i, j] = (frag[:, i, j].astype(np.float32) + values).astype(frag.dtype)
+            return
         frag[:, i, j] = values.astype(frag.dtype)
         if read_async:  # the tensor cores go on reading: no writes there until the wait
             _, _, units, issuers = ag.memory.warp_tile(s.src, stmt_text(s))
@@ -1074,6 +1077,10 @@ class _Interpreter:
                 clocks.read(ag.index, shadow, stmt)
 
     def _read_tile(self, ag: _Agent, tile: Tile, stmt) -> np.ndarray:
+        if getattr(stmt, "guard", False):  # the direct path: zeros outside the operand
+            inside: list = []
+            data, flat, _, _ = ag.memory.warp_tile(tile, stmt_text(stmt), inside)
+            return np.where(inside[0], data[flat], np.zeros((), data.dtype))
         data, flat, units, issuers = ag.memory.warp_tile(tile, stmt_text(stmt))
         if units is not None:
             self._not_in_flight(ag, units, stmt)
@@ -1083,6 +1090,10 @@ class _Interpreter:
     def _write_tile(self, ag: _Agent, tile: Tile, values, stmt) -> None:
         inside: list | None = [] if getattr(stmt, "guard", False) else None
         data, flat, units, issuers = ag.memory.warp_tile(tile, stmt_text(stmt), inside)
+        if getattr(stmt, "by_team0", False):  # warps_k: K team 0's warps alone write
+            team0 = (np.asarray(ag.env["kteam"]) == 0).reshape(-1, *([1] * (flat.ndim - 1)))
+            keep = np.broadcast_to(team0, flat.shape)
+            inside = [keep & inside[0]] if inside else [keep]
         if inside:  # a guarded store into C: elements outside C are not written
             values = np.broadcast_to(values, flat.shape)
             data[flat[inside[0]]] = encode(values[inside[0]], ag.memory.dtype(tile))

@@ -58,7 +58,9 @@ class Memory:
         self.arrays = arrays
         self.offsets = offsets
         self.env = env
-        self.warps = kernel.warp_count
+        self.warps = (
+            kernel.warp_count * kernel.k_teams
+        )  # the block's warps (a team's: see with_env)
         self.first_warp = 0  # the first of the warps it evaluates for (a team's)
         self.threads = kernel.threads
         self.arena = np.full(arena_bytes, 0xFF, np.uint8)

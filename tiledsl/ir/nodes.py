@@ -7,10 +7,13 @@
     Stmt      = For(var, start, stop, step, body, unroll)
               | Copy(dst: Tile, src: Tile, vector, by: block|warp, mode: sync|async, guard)
               | Fill(frag, value)
-              | LoadFrag(frag, src: Tile)           warp-collective
+              | LoadFrag(frag, src: Tile, guard, add)
+                                                    warp-collective (guard: zero outside the
+                                                    operand; add: frag += the tile)
               | Mma(acc, a, b)                      warp-collective: acc += a * b
-              | StoreFrag(dst: Tile, frag, cols, guard)
-                                                    warp-collective (cols: a column window)
+              | StoreFrag(dst: Tile, frag, cols, guard, by_team0)
+                                                    warp-collective (cols: a column window;
+                                                    by_team0: K team 0's warps only)
               | Barrier(scope: block|warp|cluster|consumers, reason)
               | If(lhs op rhs, then, orelse)         a block-uniform condition (op: < or ==)
               | AsyncCommit()                       close a group of async copies (cp.async)
@@ -288,8 +291,15 @@ class Fill:
 
 @dataclass(frozen=True)
 class LoadFrag:
+    """A fragment from a tile. `guard`: elements outside the operand read as zero (the
+    direct path's loads from global memory, mma.sync with stages 0: it runs every size).
+    `add`: the fragment plus the tile, element by element (an accumulator adding a K
+    team's sum: tiledsl.passes.k_teams)."""
+
     frag: FragRef
     src: Tile
+    guard: bool = False
+    add: bool = False
 
 
 @dataclass(frozen=True)
@@ -310,6 +320,8 @@ class StoreFrag:
     frag: FragRef
     cols: tuple[Expr, int] | None = None
     guard: bool = False
+    # `warps_k`: only K team 0's warps store (every team holds the same sum by then)
+    by_team0: bool = False
 
 
 @dataclass(frozen=True)
@@ -646,6 +658,9 @@ class KernelIR:
     mbarriers: tuple[MBarrier, ...] = ()  # after the shared buffers (warp specialization)
     producer_warps: int = 0  # warpgroups beside the IR warps (warp specialization's producer)
     teams: int = 1  # copies of the IR warps, each on a tile of its own (`warp_specialize pingpong`)
+    # `warps_k W`: copies of the IR warps, each on K steps of its own (`kteam`: tiledsl.
+    # passes.k_teams); their sums meet in shared memory
+    k_teams: int = 1
     persistent: bool = False  # gridDim.x blocks (the SM count), each looping over tiles
     stream_k: bool = False  # `persistent stream_k`: the last wave's tiles cut along K
     split_k: int = 0  # `persistent split_k S` (stream_k too): cut into S slices each
@@ -686,8 +701,9 @@ class KernelIR:
 
     @property
     def consumer_warps(self) -> int:
-        """The warps (warpgroups) that run the IR's warp code: `teams` of the IR's warps."""
-        return self.warp_count * self.teams
+        """The warps (warpgroups) that run the IR's warp code: `teams` (or `k_teams`) of the
+        IR's warps."""
+        return self.warp_count * self.teams * self.k_teams
 
     @property
     def threads(self) -> int:
@@ -730,9 +746,10 @@ class KernelIR:
         return offsets[last.name] + 8 * last.slots
 
     def warp_coords(self) -> dict:
-        """`warp`, `wm`, `wn` (and, with teams, `team`) of every warp of a block that runs
-        the IR's warp code, as numpy arrays, as the emitted prologue computes them:
-        wm = warp % WARPS / WARPS_N, wn = warp % WARPS_N, team = warp / WARPS."""
+        """`warp`, `wm`, `wn` (and, with teams, `team`; with K teams, `kteam`) of every warp
+        of a block that runs the IR's warp code, as numpy arrays, as the emitted prologue
+        computes them: wm = warp % WARPS / WARPS_N, wn = warp % WARPS_N, team = kteam =
+        warp / WARPS."""
         import numpy as np
 
         warp = np.arange(self.consumer_warps)
@@ -743,6 +760,8 @@ class KernelIR:
         }
         if self.teams > 1:
             coords["team"] = warp // self.warp_count
+        if self.k_teams > 1:
+            coords["kteam"] = warp // self.warp_count
         return coords
 
     def tile_bytes(self, tile: SharedTile) -> int:

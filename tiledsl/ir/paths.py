@@ -74,6 +74,10 @@ class InstructionPath:
     # must be whole panels, where a K-contiguous B takes any N the target lists
     n_panel_elements: int
     build_suffix: str  # the build target is the device's arch + this (wgmma: sm_90a)
+    # `stages 0`: each lane loads its fragments straight from global memory as 16-byte
+    # vectors along K (K permuted within 32-column groups, the same way in A and B), guarded,
+    # so that the kernel runs every size itself (tiledsl.emit.mma_sync); else WMMA's loads
+    direct_vectors: bool
     devices: tuple[str, ...]  # archs it runs on (empty: every one of the target's vendor)
     devices_text: str  # the same, in words
     family: str  # how its `mma` shapes are written, in general
@@ -106,6 +110,10 @@ class InstructionPath:
         is then read for two steps) on a path that reads its tiles asynchronously."""
         return 1 if self.reads_tiles_async and stages >= 3 else 0
 
+    def direct_loads(self, stages: int) -> bool:
+        """Whether a kernel of `stages` loads its fragments as `direct_vectors`."""
+        return self.direct_vectors and stages == 0
+
     def build_arch(self, arch: str) -> str:
         return arch + self.build_suffix if not arch.endswith(self.build_suffix) else arch
 
@@ -131,6 +139,7 @@ WMMA = InstructionPath(
     default_pad=None,
     k_line_elements=0,
     build_suffix="",
+    direct_vectors=False,
     devices=(),
     devices_text="",
     family="M x N x K",
@@ -165,18 +174,13 @@ MMA_SYNC = InstructionPath(
     default_pad=None,
     k_line_elements=0,
     build_suffix="",
+    direct_vectors=True,
     devices=(),
     devices_text="",
     family="m16n8k16",
-    requirements=(
-        Requirement(
-            "stages",
-            lambda s: s.stages >= 1,
-            "mma.sync fragments are loaded with ldmatrix, which reads shared memory only; "
-            "stages 0 loads fragments straight from global memory",
-            "use stages 1 or more, or a WMMA shape (`mma 16 x 16 x 16`)",
-        ),
-    ),
+    # stages 0 (fragments straight from global memory) is the analysis's to judge: it
+    # needs K-contiguous operands (tiledsl.frontend.direct)
+    requirements=(),
     no_path="{target} has no mma.sync PTX path",
     no_path_fix="use a WMMA fragment shape: {wmma_shapes}",
     no_shape="{target} has no {shape} mma.sync path for {dtype} here",
@@ -208,6 +212,7 @@ WGMMA = InstructionPath(
     k_line_elements=64,  # 128-byte lines of 16-bit elements
     n_panel_elements=64,  # an N-contiguous B tile: 128-byte panels, the swizzle's atom
     build_suffix="a",
+    direct_vectors=False,
     devices=("sm_90", "sm_90a"),
     devices_text="sm_90 (Hopper)",
     family="m64nNk16",

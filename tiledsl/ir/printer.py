@@ -50,7 +50,7 @@ from .nodes import (
     TmaStoreWait,
     Wait,
 )
-from .partial_tiles import tma_only
+from .partial_tiles import guards_fragments, tma_only
 from .schedule import named_constants
 
 
@@ -87,6 +87,7 @@ def print_ir(kernel: KernelIR) -> str:
         f"  grid     ceil(M / BM) x ceil(N / BN) block tiles, swizzle {_swizzle(kernel)}",
         f"  warps    {kernel.warps[0]} x {kernel.warps[1]} ({kernel.threads} threads"
         + (f", {kernel.teams} teams of them on alternate tiles" if kernel.teams > 1 else "")
+        + (f", {kernel.k_teams} K teams of them" if kernel.k_teams > 1 else "")
         + (
             f", {kernel.producer_warps} producer warpgroup after them"
             if kernel.producer_warps
@@ -114,6 +115,11 @@ def print_ir(kernel: KernelIR) -> str:
         lines.append(
             "  edges    every size runs this kernel: TMA zero-fills partial boxes, C's stores "
             "clip; lines not a whole 16 bytes are staged by the launcher"
+        )
+    elif guards_fragments(kernel):
+        lines.append(
+            "  edges    every size runs this kernel: its fragment loads read zeros outside "
+            "the operands, its stores of C skip what lies outside C"
         )
     elif kernel.edge is not None:
         lines.append(
@@ -183,7 +189,9 @@ def stmt_text(stmt) -> str:
         case Fill():
             return f"fill {stmt.frag} = {stmt.value:g}"
         case LoadFrag():
-            return f"load_frag {stmt.frag} <- {tile_text(stmt.src)}"
+            arrow = "+=" if stmt.add else "<-"
+            guard = ", guarded" if stmt.guard else ""
+            return f"load_frag {stmt.frag} {arrow} {tile_text(stmt.src)}{guard}"
         case Mma():
             return f"mma {stmt.acc} += {stmt.a} * {stmt.b}"
         case StoreFrag() if stmt.cols is not None:
@@ -194,7 +202,8 @@ def stmt_text(stmt) -> str:
             )
         case StoreFrag():
             guard = ", guarded" if stmt.guard else ""
-            return f"store_frag {tile_text(stmt.dst)} <- {stmt.frag}{guard}"
+            team = ", K team 0" if stmt.by_team0 else ""
+            return f"store_frag {tile_text(stmt.dst)} <- {stmt.frag}{guard}{team}"
         case Barrier():
             return f"barrier.{stmt.scope}  # {stmt.reason}"
         case If():

@@ -34,6 +34,9 @@ class Schedule:
     coarsen: tuple[int, int] = (1, 1)
     stages: int = 2
     fragment_buffers: int = 1  # 2: A and B fragments double-buffered in registers
+    # `warps_k W` (stages 0): W teams of the block's warps, team t on K steps t, t + W, ...,
+    # their sums added in team order through shared memory (tiledsl.lowering.k_teams)
+    warps_k: int = 1
     copy_mode: CopyMode = "async"
     copy_bytes: int = 16
     # Hopper: a producer warpgroup issues the copies (TMA), the IR warps compute; and one

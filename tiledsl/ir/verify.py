@@ -33,12 +33,14 @@ from .nodes import (
     fragment_tile,
 )
 
-KERNEL_VARS = frozenset({"bm", "bn", "wm", "wn", "warp", "team"})
+KERNEL_VARS = frozenset({"bm", "bn", "wm", "wn", "warp", "team", "kteam"})
 #: What every block knows before its body: its id, the grid's blocks (persistent), its
 #: batch index and its rank in a cluster (the grid's tile counts and a block's place in
 #: its cluster come from tiledsl.ir.grid).
 BLOCK_VARS = frozenset({"pid", "blocks", "bz", "rank"})
-THREAD_VARS = frozenset({"wm", "wn", "warp", "team"})  # differ between threads of one block
+THREAD_VARS = frozenset(
+    {"wm", "wn", "warp", "team", "kteam"}
+)  # differ between threads of one block
 
 
 def limit_problems(kernel: KernelIR, stage: str, final_stage: str) -> list:
@@ -105,6 +107,7 @@ class _Verifier:
             "wn": (0, kernel.warps[1] - 1),
             "warp": (0, kernel.consumer_warps - 1),
             "team": (0, kernel.teams - 1),
+            "kteam": (0, kernel.k_teams - 1),
         }
         # the size parameters, what the host computes from them per launch, and what
         # every block knows before its body
@@ -245,8 +248,12 @@ class _Verifier:
             if isinstance(tile, GlobalTile)
             else None
         )
-        # warp specialization's consumers store C thread by thread, converting
-        converts = isinstance(stmt, StoreFrag) and self.kernel.schedule.warp_specialize
+        # warp specialization's consumers store C thread by thread, converting, and so do
+        # the direct path's lanes (mma.sync with stages 0: tiledsl.emit.mma_sync)
+        s = self.kernel.schedule
+        converts = isinstance(stmt, StoreFrag) and (
+            s.warp_specialize or s.path.direct_loads(s.stages)
+        )
         if f and tile_dtype and tile_dtype != f.dtype and not converts:
             self.problem(
                 f"{stmt.frag} holds {f.dtype} but its tile is {tile_dtype} "
@@ -256,8 +263,14 @@ class _Verifier:
             self.frag(stmt.frag, "accumulator")
             if stmt.guard and not isinstance(tile, GlobalTile):
                 self.problem("a guarded fragment store writes shared memory (only C's are)")
+            if stmt.by_team0 and self.kernel.k_teams == 1:
+                self.problem("a store by K team 0 in a kernel without K teams")
         elif f is not None:
             self.frag(stmt.frag, f.role)
+            if stmt.guard and not isinstance(tile, GlobalTile):
+                self.problem("a guarded fragment load reads shared memory (only global's are)")
+            if stmt.add and (f.role != "accumulator" or not isinstance(tile, SharedTile)):
+                self.problem("a fragment load that adds is an accumulator's, from shared memory")
 
 
 def _expressions(stmt) -> list[Expr]:

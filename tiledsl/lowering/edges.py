@@ -56,7 +56,7 @@ from ..ir.nodes import (
     map_body,
     walk,
 )
-from ..ir.partial_tiles import loads_by_tma, stores_c_directly, tma_only
+from ..ir.partial_tiles import loads_by_tma, runs_every_size, stores_c_directly
 
 EDGE_SUFFIX = "_edge"
 
@@ -185,8 +185,9 @@ def tma_strides_aligned(kernel: KernelIR, sizes: dict[str, int]) -> bool:
 
 def needs_twin(kernel: KernelIR, sizes: dict[str, int]) -> bool:
     """Whether `sizes` run on the guarded twin: off the tile grid, unless TMA does the
-    edges (`tma_only`: such a kernel runs every size itself, and has no twin)."""
-    return not (fits_block_tile(kernel, sizes) or tma_only(kernel))
+    edges (`tma_only`), or its fragment loads are guarded (the direct path): such a kernel
+    runs every size itself, and has no twin."""
+    return not (fits_block_tile(kernel, sizes) or runs_every_size(kernel))
 
 
 def variant(kernel: KernelIR, launch, size: tuple[int, int, int]):

@@ -64,6 +64,9 @@ def lower(analysis: Analysis) -> KernelIR:
         mn,
     )
     a, b, acc = FragRef("a"), FragRef("b"), FragRef("acc")
+    # The direct path (mma.sync, stages 0: tiledsl.emit.mma_sync) guards its loads and its
+    # stores of C, element by element where it must: it runs every size itself.
+    direct = s.path.direct_loads(s.stages)
     fragments = (
         # A fragment reads its tile in the layout the operand is stored in (which the
         # analysis accepted).
@@ -76,7 +79,7 @@ def lower(analysis: Analysis) -> KernelIR:
         Const(0),
         Const(s.block[2] // mk),
         1,
-        (LoadFrag(a, a_tile), LoadFrag(b, b_tile), Mma(acc, a, b)),
+        (LoadFrag(a, a_tile, guard=direct), LoadFrag(b, b_tile, guard=direct), Mma(acc, a, b)),
         unroll=True,
         comment="fragment steps of one block step",
         role=K_FRAGMENTS,
@@ -97,7 +100,7 @@ def lower(analysis: Analysis) -> KernelIR:
     # their registers, before C is stored; every stage carries it.
     ep = Epilogue.of(s, g) if s.epilogue_via != "shared" else None
     on_registers = (EpilogueFrag(acc, c_tile, ep),) if ep is not None else ()
-    body = (init, main_loop, *on_registers, StoreFrag(c_tile, acc))
+    body = (init, main_loop, *on_registers, StoreFrag(c_tile, acc, guard=direct))
     warps = (s.block[0] // mm, s.block[1] // mn)
     kernel = KernelIR(analysis.name, g, s, analysis.target, warps, (), fragments, body)
     return stage_epilogue(kernel) if s.epilogue_via == "shared" else kernel

@@ -30,6 +30,7 @@ class Pass:
 
 def _registry() -> tuple[Pass, ...]:
     from .fragment_buffering import fragment_buffering
+    from .k_teams import k_teams
     from .launch_scalars import launch_scalars
     from .multi_buffering import multi_buffering
     from .padding import padding
@@ -54,6 +55,14 @@ def _registry() -> tuple[Pass, ...]:
             warp_coarsening,
             lambda s: s.coarsen != (1, 1),
             "gives each warp CM x CN fragments, reusing A and B fragments across them",
+        ),
+        Pass(
+            "k-teams",
+            "warps_k",
+            k_teams,
+            lambda s: s.warps_k > 1,
+            "gives each of W teams of the warps K steps of its own; their sums meet in "
+            "shared memory, added in team order",
         ),
         Pass(
             "multi-buffering",

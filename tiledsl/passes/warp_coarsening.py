@@ -58,7 +58,7 @@ def warp_coarsening(kernel: KernelIR) -> KernelIR:
                 Const(0),
                 Const(cm),
                 1,
-                (LoadFrag(FragRef(a, I), tile(stmt.src, wm_to)),),
+                (replace(stmt, frag=FragRef(a, I), src=tile(stmt.src, wm_to)),),
                 unroll=True,
             )
         if isinstance(stmt, LoadFrag) and stmt.frag.name == b:
@@ -67,7 +67,7 @@ def warp_coarsening(kernel: KernelIR) -> KernelIR:
                 Const(0),
                 Const(cn),
                 1,
-                (LoadFrag(FragRef(b, Const(0), J), tile(stmt.src, wn_to)),),
+                (replace(stmt, frag=FragRef(b, Const(0), J), src=tile(stmt.src, wn_to)),),
                 unroll=True,
             )
         if isinstance(stmt, Mma):

@@ -1,0 +1,124 @@
+"""k-teams (`warps_k W`): W teams of the block's warps, each on K steps of its own.
+
+On the direct path (mma.sync, stages 0) a warp's loads go from global memory to its
+registers, so a warp streams only as many bytes as its own loads keep in flight. A
+few-token tile (16 weight rows by 8 or 16 tokens) is one or two warps: too few to keep the
+DRAM busy, and a grid of such blocks is too few blocks for the SMs (docs/probes/
+direct_gemv.py: 8 teams of a 16-row tile reached 0.85-0.91 of the memory bound on an H100
+where one warp a block cannot). So the block holds W copies of its warps, team
+`kteam` = warp / (WARPS_M * WARPS_N) (tiledsl.ir.nodes.KernelIR.warp_coords), and team t
+takes the block's K steps t, t + W, ...:
+
+    for kt in [0, ceil(K / BK)):                 for kr in [0, ceil(ceil(K / BK) / WARPS_K)):
+      ... A, B @ kt * BK ...             ==>        ... A, B @ (kr * WARPS_K + kteam) * BK ...
+
+(a team's step past the last one reads nothing: the direct path's loads are guarded, so
+its fragments are zeros and add nothing). After the loop the teams' sums meet in shared
+memory, in a fixed order:
+
+    store_frag Ks[kteam] @ (its place) <- acc           every team its own slot
+    barrier.block                                       RAW: all slots written
+    fill acc = 0; load_frag acc += Ks[t] @ (its place)  t = 0, 1, ... W - 1, unrolled
+    store_frag C <- acc, K team 0                       the others hold the same sum
+
+Every team adds the W slots in team order, so every team holds the same bits and team 0
+stores them: **deterministic** (the order depends on W alone).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir.expr import Const, Var, ceil_div, substitute
+from ..ir.nodes import (
+    K_BLOCKS,
+    Barrier,
+    Fill,
+    For,
+    GlobalTile,
+    KernelIR,
+    LoadFrag,
+    SharedBuffer,
+    SharedTile,
+    StoreFrag,
+    map_body,
+)
+
+TEAM_SUMS = "Ks"
+ROUND = "kr"
+TEAM = "kt_sum"  # the team whose sum is added
+
+
+def k_teams(kernel: KernelIR) -> KernelIR:
+    s = kernel.schedule
+    teams = Const(s.warps_k, "WARPS_K")
+    loc = s.loc("warps_k")
+    at = next(i for i, st in enumerate(kernel.body) if isinstance(st, For) and st.role == K_BLOCKS)
+    k_loop = kernel.body[at]
+    assert isinstance(k_loop, For)
+    step = {k_loop.var: Var(ROUND) * teams + Var("kteam")}
+    rounds = replace(
+        k_loop,
+        var=ROUND,
+        stop=ceil_div(k_loop.stop, teams),
+        body=map_body(k_loop.body, lambda st: _moved(st, step)),
+        comment=f"rounds of the K teams: team kteam takes K step {ROUND} * WARPS_K + kteam",
+    )
+    after = kernel.body[at + 1 :]
+    c = kernel.gemm.c.name
+
+    def to_c(st) -> bool:
+        return isinstance(st, StoreFrag) and isinstance(st.dst, GlobalTile) and st.dst.operand == c
+
+    def sums(slot):
+        return lambda st: StoreFrag(_slot(st.dst, slot), st.frag) if to_c(st) else st
+
+    def added(st):
+        if not to_c(st):
+            return st
+        adds = LoadFrag(st.frag, _slot(st.dst, Var(TEAM)), add=True)
+        every = For(TEAM, Const(0), teams, 1, (adds,), unroll=True, comment="in team order")
+        return (Fill(st.frag, 0.0), every)
+
+    body = (
+        *kernel.body[:at],
+        rounds,
+        *map_body(after, sums(Var("kteam"))),
+        Barrier("block", "RAW: every K team's sum in Ks before the teams add them", loc),
+        *map_body(after, added),
+        *map_body(after, lambda st: replace(st, by_team0=True) if to_c(st) else st),
+    )
+    bm, bn, _ = s.block
+    buffer = SharedBuffer(
+        TEAM_SUMS,
+        "f32",
+        s.warps_k,
+        bm,
+        bn,
+        bn,
+        "the K teams' sums, a slot per team",
+        loc,
+    )
+    return replace(kernel, body=body, buffers=(*kernel.buffers, buffer), k_teams=s.warps_k)
+
+
+def _moved(st, bindings):
+    """A statement of the K loop with its step's index rebound (loads and loop bounds)."""
+    if isinstance(st, LoadFrag):
+        src = st.src
+        return replace(
+            st,
+            src=replace(
+                src,
+                origin=tuple(substitute(e, bindings) for e in src.origin),
+                offset=tuple(substitute(e, bindings) for e in src.offset),
+            ),
+        )
+    if isinstance(st, For):
+        return replace(st, start=substitute(st.start, bindings), stop=substitute(st.stop, bindings))
+    return st
+
+
+def _slot(tile: GlobalTile, slot) -> SharedTile:
+    """The place of a tile of C inside the block's tile, in slot `slot` of Ks."""
+    return SharedTile(TEAM_SUMS, slot, tile.offset, tile.rows, tile.cols)
