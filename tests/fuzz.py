@@ -275,6 +275,7 @@ DIRECTIVES: dict[str, tuple[str, ...]] = {
         "coarsen 1 x 2",
     ),
     "stages": ("stages 0", "stages 1", "stages 2", "stages 3", "stages 4"),
+    "warps_k": ("warps_k 1", "warps_k 2", "warps_k 4", "warps_k 8"),
     "copy": (
         "copy async 16",
         "copy async 8",
