@@ -68,7 +68,8 @@ def test_the_direct_path_needs_k_contiguous_operands(tmp_path, capsys) -> None:
         line,
         5,
         "mma.sync with stages 0 loads each lane's fragments from global memory as 16-byte "
-        "vectors along K, which needs K-contiguous operands: K is not B's contiguous dimension",
+        "vectors along K, which needs K-contiguous operands: K is not the contiguous "
+        "dimension of B",
     )
 
 

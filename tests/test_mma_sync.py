@@ -184,7 +184,8 @@ def test_mma_sync_without_shared_memory_needs_k_contiguous_operands() -> None:
     assert (line, col) == (9, 5)
     assert message == (
         "mma.sync with stages 0 loads each lane's fragments from global memory as 16-byte "
-        "vectors along K, which needs K-contiguous operands: K is not B's contiguous dimension"
+        "vectors along K, which needs K-contiguous operands: K is not the contiguous "
+        "dimension of B"
     )
 
 

@@ -47,8 +47,8 @@ def check_direct(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
         errs.add(
             loc,
             "mma.sync with stages 0 loads each lane's fragments from global memory as "
-            f"16-byte vectors along K, which needs K-contiguous operands: K is not {wrong}'s "
-            "contiguous dimension",
+            f"16-byte vectors along K, which needs K-contiguous operands: K is not the "
+            f"contiguous dimension of {wrong}",
             "declare the operands K-contiguous (the weights of y = x W^T as torch keeps "
             "them, `B: f16[K, N] col` with `swap_operands`), or use stages 1 or more",
         )
