@@ -342,3 +342,16 @@ def test_only_warp_specialized_kernels_get_the_roles_picture(tmp_path: Path) -> 
     hopper = compile_source((ROOT / "examples" / "hopper" / "ws.tile").read_text())
     assert [p.roles is not None for p in pictures(hopper)] == [True]
     assert [p.roles for p in pictures(compile_source(HGEMM.read_text()))] == [None]
+
+
+@needs_dot
+def test_the_direct_paths_k_teams_are_drawn(tmp_path: Path) -> None:
+    from helpers import ROOT
+
+    draw(ROOT / "examples" / "direct" / "few_tokens_direct.tile", tmp_path)
+    d = tmp_path / "few_tokens_direct"
+    tiles = svg_text(d / "tiles.svg")
+    assert "1 x 1 warps x 8 K teams" in tiles
+    assert "warps_k 8: 8 teams of these warps, team t on the K steps t, t + 8" in tiles
+    teams = svg_text(d / "03-k-teams.svg")
+    assert "buffer Ks added" in teams and "(kr * WARPS_K + kteam) * BK" in teams

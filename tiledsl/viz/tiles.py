@@ -55,8 +55,9 @@ def tiles_graph(kernel: KernelIR, file: str) -> str:
         label=style.title_label(
             f"{kernel.name} · tile decomposition",
             f"{file} · {kernel.target.name} · block {'x'.join(map(str, s.block))}, "
-            f"mma {'x'.join(map(str, s.mma))}, {kernel.warps[0]} x {kernel.warps[1]} warps, "
-            f"stages {s.stages}, swizzle {_raster_text(kernel)}",
+            f"mma {'x'.join(map(str, s.mma))}, {kernel.warps[0]} x {kernel.warps[1]} warps"
+            + (f" x {kernel.k_teams} K teams" if kernel.k_teams > 1 else "")
+            + f", stages {s.stages}, swizzle {_raster_text(kernel)}",
         ),
     )
     g.attr("node", shape="plain")
@@ -210,6 +211,11 @@ def block_table(kernel: KernelIR) -> str:
         f"{wm} x {wn} warps of {kernel.warp_width} lanes; each computes {cm} x {cn} "
         f"fragments of {m} x {n} (small numbers: the fragment's first row, column in the block)",
     ]
+    if kernel.k_teams > 1:
+        notes.append(
+            f"warps_k {kernel.k_teams}: {kernel.k_teams} teams of these warps, team t on the K "
+            f"steps t, t + {kernel.k_teams}, ...; their sums meet in Ks and team 0 stores C"
+        )
     return _table(rows, notes)
 
 
