@@ -31,8 +31,11 @@ keeps it aligned). Where an operand's rows are not a whole 16 bytes
 launcher copies that operand into rows padded to 128 bytes first (`tiledsl.gpu.staging`:
 a copy at memory speed, against a twin that moves every element on its own).
 
-Schedules whose fragments read global memory directly (`stages 0`) have no twin:
-WMMA cannot guard a fragment load, so they run multiples of the block tile only.
+Schedules whose fragments read global memory directly (`stages 0`) have no twin. On
+WMMA, which cannot guard a fragment load, they run multiples of the block tile only; on
+mma.sync (the direct path, tiledsl.emit.mma_sync) every fragment load and store of C is
+guarded (`LoadFrag.guard`, `StoreFrag.guard`), so the kernel runs every size itself
+(`tiledsl.ir.partial_tiles.guards_fragments`).
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ EDGE_SUFFIX = "_edge"
 
 
 def edge_twin(analysis: Analysis, build: Callable[[Analysis], KernelIR]) -> KernelIR | None:
-    """The guarded twin of `analysis`'s kernel, or None when its fragments read global memory.
+    """The guarded twin of `analysis`'s kernel, or None when its fragments read global memory
+    (WMMA's stages 0; the direct path is never asked: it runs every size itself).
 
     `build` lowers and runs the pass pipeline (the driver's, so the twin is verified
     after every stage like the kernel itself).
