@@ -38,9 +38,8 @@ KERNEL_VARS = frozenset({"bm", "bn", "wm", "wn", "warp", "team", "kteam"})
 #: batch index and its rank in a cluster (the grid's tile counts and a block's place in
 #: its cluster come from tiledsl.ir.grid).
 BLOCK_VARS = frozenset({"pid", "blocks", "bz", "rank"})
-THREAD_VARS = frozenset(
-    {"wm", "wn", "warp", "team", "kteam"}
-)  # differ between threads of one block
+#: what differs between threads of one block
+THREAD_VARS = frozenset({"wm", "wn", "warp", "team", "kteam"})
 
 
 def limit_problems(kernel: KernelIR, stage: str, final_stage: str) -> list:
