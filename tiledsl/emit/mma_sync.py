@@ -191,7 +191,7 @@ class MmaSyncLowering(PathLowering):
         tile = first.src
         assert isinstance(tile, GlobalTile)
         role = k.fragment(first.frag.name).role
-        k0 = tile.origin[1] if role == "matrix_a" else tile.origin[0]
+        k0 = _along_k(tile.origin, role)
         g = k.gemm
         aligned = " | ".join(
             f"reinterpret_cast<unsigned long long>({op.name})" for op in (g.a, g.b)
@@ -385,8 +385,7 @@ def _direct_load(emitter, k: KernelIR, s: LoadFrag, interior: bool) -> list[str]
     tile = s.src
     assert isinstance(tile, GlobalTile)
     # the step's place in its 32-column group of K (BK is a multiple of 32: the offset's)
-    k_offset = tile.offset[1] if frag.role == "matrix_a" else tile.offset[0]
-    step = f"({emitter.expr(k_offset)}) / 16 % 2"
+    step = f"({emitter.expr(_along_k(tile.offset, frag.role))}) / 16 % 2"
     column = f"4 * t - 16 * ({step})"  # the vector's first K column, within the tile
     if frag.role == "matrix_a":  # rows g, g + 8 of a row-major M x K tile
         lines_of = [("g", column), ("g + 8", column)]
@@ -420,6 +419,12 @@ def _direct_load(emitter, k: KernelIR, s: LoadFrag, interior: bool) -> list[str]
     return [*out, "}"]
 
 
+def _along_k(pair: tuple, role: str):
+    """The K coordinate of a direct tile's origin or offset: A's column (M x K, row-major),
+    B's row (K x N, column-major)."""
+    return pair[1] if role == "matrix_a" else pair[0]
+
+
 def _direct_store(emitter, k: KernelIR, s: StoreFrag) -> list[str]:
     """The direct path's accumulators into C, lane by lane: elements (g, t), (g, t + 1),
     (g + 8, t), (g + 8, t + 1), each rounded to C's type and stored where it lies inside
@@ -428,6 +433,7 @@ def _direct_store(emitter, k: KernelIR, s: StoreFrag) -> list[str]:
     assert isinstance(tile, GlobalTile)
     dtype = emitter.dtype_of(k, tile)
     acc = k.fragment(s.frag.name).dtype
+    m, n = emitter.expr(k.gemm.m), emitter.expr(k.gemm.n)
     out = [
         f"// {s.frag} -> {tile.operand}: each lane's elements at rows g, g + 8 and columns t, "
         f"t + 1, rounded to {dtype} one by one; only those inside C are written"
@@ -438,7 +444,6 @@ def _direct_store(emitter, k: KernelIR, s: StoreFrag) -> list[str]:
         at = emitter.element(k, tile, row, col)
         value = emitter.converted(f"{s.frag}[{q}]", acc, dtype)
         gr, gc = emitter.global_rc(tile, row, col)
-        m, n = emitter.expr(k.gemm.m), emitter.expr(k.gemm.n)
         out.append(f"if ({gr} < {m} && {gc} < {n}) {at} = {value};")
     return out
 

@@ -329,7 +329,7 @@ class _Interpreter:
         self.stats = Stats()
         self.fixups = FixUps()  # stream-K's workspace and flags, the grid's
         self.warp_width = kernel.warp_width
-        self.warps = kernel.warp_count * kernel.k_teams  # a block's (pingpong: a team's)
+        self.warps = kernel.agent_warps
         self.threads = kernel.threads
         self.offsets = buffer_offsets(kernel)
         self.arena_bytes = max(

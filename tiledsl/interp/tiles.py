@@ -58,8 +58,7 @@ class Memory:
         self.arrays = arrays
         self.offsets = offsets
         self.env = env
-        # the block's warps, every K team's (a pingpong team's: see with_env)
-        self.warps = kernel.warp_count * kernel.k_teams
+        self.warps = kernel.agent_warps  # a pingpong team's: see with_env
         self.first_warp = 0  # the first of the warps it evaluates for (a team's)
         self.threads = kernel.threads
         self.arena = np.full(arena_bytes, 0xFF, np.uint8)

@@ -706,6 +706,12 @@ class KernelIR:
         return self.warp_count * self.teams * self.k_teams
 
     @property
+    def agent_warps(self) -> int:
+        """The IR warps one body runs for at once (the interpreter's agent): the block's,
+        every K team's (`warps_k`); a pingpong team's alone."""
+        return self.warp_count * self.k_teams
+
+    @property
     def threads(self) -> int:
         """Threads of the block: the IR warps' (every team's), and the producer's if any."""
         return (self.consumer_warps + self.producer_warps) * self.warp_width

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.expr import Const, Var, ceil_div, substitute
+from ..ir.expr import Const, Var, ceil_div, substitute, variables
 from ..ir.nodes import (
     K_BLOCKS,
     Barrier,
@@ -41,6 +41,7 @@ from ..ir.nodes import (
     SharedBuffer,
     SharedTile,
     StoreFrag,
+    expressions,
     map_body,
 )
 
@@ -116,6 +117,8 @@ def _moved(st, bindings):
         )
     if isinstance(st, For):
         return replace(st, start=substitute(st.start, bindings), stop=substitute(st.stop, bindings))
+    # the direct path's K loop holds loads, mmas and loops only: nothing else reads the step
+    assert not any(set(bindings) & variables(e) for e in expressions(st)), st
     return st
 
 
