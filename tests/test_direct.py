@@ -223,6 +223,7 @@ def test_check_reports_every_size(capsys) -> None:
     r = cli(["check", str(EXAMPLE), "--size", "1x4096x11008"], capsys)
     assert r.code == 0, r.err
     assert "every size runs few_tokens_direct: each lane's 16-byte vector" in r.out
+    assert "coarsen 1x1  stages 0  warps_k 8  pad auto" in r.out  # the schedule line
     assert (
         "256 per block = 8 K teams (warps_k: team t on K steps t, t + 8, ...) of 1 warps" in r.out
     )

@@ -590,6 +590,8 @@ def schedule_line(kernel: KernelIR) -> str:
         "coarsen " + "x".join(map(str, s.coarsen)),
         f"stages {s.stages}",
     ]
+    if s.warps_k != 1:
+        parts.append(f"warps_k {s.warps_k}")
     if s.fragment_buffers != 1:
         parts.append(f"fragment_buffers {s.fragment_buffers}")
     if s.stages >= 1:
