@@ -294,6 +294,7 @@ DIRECTIVE_ARGS = {
     "stages": VALUES,
     "fragment_buffers": VALUES,
     "warps_k": VALUES,
+    "blocks_per_sm": VALUES,
     "copy": st.one_of(spaced(words("async", "sync"), VALUES), words("tma")),
     "warp_specialize": st.just(""),
     "persistent": st.just(""),

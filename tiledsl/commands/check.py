@@ -47,7 +47,7 @@ from ..lowering.edges import (
 from ..models.banks import bank_rows, best_pad, tile_buffers, unaligned_async_rows
 from ..models.feasibility import sweep as feasibility_sweep
 from ..models.occupancy import REGISTER_UNIT, occupancy
-from ..models.registers import register_estimate
+from ..models.registers import register_cap, register_estimate
 from .grid_report import grid_lines, visible_sms
 from .sweep import render_sweep
 from .tables import text_table
@@ -503,6 +503,19 @@ def _occupancy(kernel: KernelIR, ptxas: PtxasReport | None) -> list[str]:
         else "registers not rounded (allocation unit unknown for this target)"
     )
     out.append(f"    {rounding}")
+    asked = kernel.schedule.blocks_per_sm
+    if asked > 1:
+        cap = register_cap(t, kernel.threads, asked)
+        out.append(
+            f"    blocks_per_sm {asked}: ptxas caps registers at {cap} per thread "
+            f"(__launch_bounds__(THREADS, {asked}))"
+            + ("" if ptxas else "; the estimate above counts fragments only")
+        )
+        if 0 < occ.blocks < asked:
+            out.append(
+                f"    fewer blocks than blocks_per_sm asks ({occ.blocks} of {asked}): "
+                f"{' and '.join(occ.binding)} bind"
+            )
     if occ.blocks == 0:
         out.append(
             f"    => 0 blocks: the block does not fit on a multiprocessor "
@@ -592,6 +605,8 @@ def schedule_line(kernel: KernelIR) -> str:
     ]
     if s.warps_k != 1:
         parts.append(f"warps_k {s.warps_k}")
+    if s.blocks_per_sm != 1:
+        parts.append(f"blocks_per_sm {s.blocks_per_sm}")
     if s.fragment_buffers != 1:
         parts.append(f"fragment_buffers {s.fragment_buffers}")
     if s.stages >= 1:

@@ -185,6 +185,14 @@ __device__ __forceinline__ void cp_async_wait() {
                     'THREADS, "the consumer warpgroups and the producer");'
                 ]
             ),
+            *(
+                [
+                    notes["blocks_per_sm"],
+                    f"constexpr int BLOCKS_PER_SM = {s.blocks_per_sm};",
+                ]
+                if "blocks_per_sm" in notes
+                else []
+            ),
             notes["stages"],
             *([notes["warps_k"]] if "warps_k" in notes else []),
             notes["fragment_buffers"],
@@ -258,11 +266,14 @@ __device__ __forceinline__ void cp_async_wait() {
                 f"{ctype} __restrict__ {name}" if ctype.endswith("*") else f"{ctype} {name}"
             )
         # (THREADS, 1): with the thread count alone ptxas 13.0 capped registers low enough
-        # to spill on sm_90; one resident block per SM is the floor we ask for.
+        # to spill on sm_90; one resident block per SM is the floor we ask for, unless
+        # `blocks_per_sm` asks for more.
         attributes = "".join(f"\n{a}" for a in self._kernel_attributes(k))
+        space = f"{k.name}_schedule::"
+        blocks = f"{space}BLOCKS_PER_SM" if "blocks_per_sm" in directive_notes(k) else "1"
         return [
             f'extern "C" __global__{attributes}',
-            f"void __launch_bounds__({k.name}_schedule::THREADS, 1)",
+            f"void __launch_bounds__({space}THREADS, {blocks})",
             f"{k.name}({', '.join(params)})",
         ]
 

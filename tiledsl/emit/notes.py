@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..ir.epilogue import Epilogue
 from ..ir.fetch import fetch_parts
 from ..ir.nodes import C_TYPES, KernelIR
+from ..models.registers import register_cap
 from .paths import lowering_for
 
 LATER = "not applied here (compiled with --stop-after an earlier pass)"
@@ -98,6 +99,8 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
             if k.k_teams > 1
             else "one team of warps on every K step",
         )
+    if s.blocks_per_sm > 1 or "blocks_per_sm" in s.written:
+        notes["blocks_per_sm"] = (f"blocks_per_sm {s.blocks_per_sm}", _resident(k))
     if s.cluster_size > 1 or "cluster" in s.written:  # a written `cluster 1 x 1` too
         notes["cluster"] = (f"cluster {s.cluster[0]} x {s.cluster[1]}", _clustering(k))
     epilogue = Epilogue.of(s, k.gemm)
@@ -219,6 +222,16 @@ def _clustering(k: KernelIR) -> str:
 def _where(k: KernelIR, name: str) -> str:
     s = k.schedule
     return f"line {s.loc(name).line}" if name in s.written else "default"
+
+
+def _resident(k: KernelIR) -> str:
+    n = k.schedule.blocks_per_sm
+    cap = register_cap(k.target, k.threads, n)
+    return (
+        f"ptxas caps each thread at {cap} registers so that {n} blocks of THREADS threads "
+        f"fit a multiprocessor's {k.target.registers_per_sm} at once "
+        f"(__launch_bounds__(THREADS, BLOCKS_PER_SM))"
+    )
 
 
 def _staging(k: KernelIR) -> str:

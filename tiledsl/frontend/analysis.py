@@ -26,13 +26,14 @@ from ..ir.nodes import (
 from ..ir.schedule import Schedule
 from ..ir.targets import DEFAULT_TARGET, TARGETS, Target
 from ..limits import GRID_Y_MAX, dim_problem
-from ..models.registers import fragment_registers
+from ..models.registers import fragment_registers, register_cap
 from . import syntax as S
 from .computation import resolve_gemm
 from .direct import check_direct
 from .directives import read_directives
 from .hopper import check_hopper
 from .names import check_kernel_names
+from .residency import check_blocks_per_sm
 
 
 @dataclass(frozen=True)
@@ -343,8 +344,12 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
         )
     else:
         _check_registers(sched, target, threads, DTYPE_BYTES[dtype], errs)
+    smem = None
     if gemm is not None and all(op.dtype in DTYPE_BYTES for op in (gemm.a, gemm.b, gemm.c)):
         _check_shared_memory(sched, target, gemm, errs)
+        smem = shared_memory_bytes(sched, gemm, sched.epilogue_via == "shared")
+    if threads <= target.max_threads_per_block:
+        check_blocks_per_sm(sched, target, threads, smem, errs)
     if gemm is not None and sched.stages >= 1 and sched.copy_mode != "tma":
         _check_copy_width(sched, gemm, errs)
     if sched.fragment_buffers == 2 and sched.path.fragments_in_registers:
@@ -591,12 +596,21 @@ def _check_registers(
     sched: Schedule, target: Target, threads: int, in_bytes: int, errs: Collector
 ) -> None:
     needed = fragment_registers(sched, lanes_per_warp(sched, target), in_bytes)
-    allowed = target.registers_per_thread(threads)
+    blocks = sched.blocks_per_sm
+    allowed = (
+        register_cap(target, threads, blocks)
+        if blocks > 1
+        else target.registers_per_thread(threads)
+    )
     if needed > allowed:
         cm, cn = sched.coarsen
+        resident = f" and {blocks} blocks per multiprocessor" if blocks > 1 else ""
         errs.add(
-            sched.loc("coarsen"),
+            sched.loc("blocks_per_sm" if blocks > 1 else "coarsen"),
             f"{cm} x {cn} fragments per warp need at least {needed} registers per thread for "
-            f"fragments alone; {target.name} allows {allowed} at {threads} threads per block",
-            "coarsen less, or use fewer threads per block",
+            f"fragments alone; {target.name} allows {allowed} at {threads} threads per "
+            f"block{resident}",
+            "ask for fewer blocks per multiprocessor"
+            if blocks > 1
+            else "coarsen less, or use fewer threads per block",
         )

@@ -234,6 +234,18 @@ def _read_warps_k(d, errs):
     return {"warps_k": v[0]} if v else {}
 
 
+#: `blocks_per_sm N`: at most this many (an NVIDIA multiprocessor holds 32 blocks).
+MAX_BLOCKS_PER_SM = 32
+
+
+def _read_blocks_per_sm(d, errs):
+    """`blocks_per_sm N`: the resident blocks per multiprocessor the registers are capped
+    for (`__launch_bounds__(THREADS, N)`); whether N blocks fit the threads and shared
+    memory is checked against the target (tiledsl.frontend.analysis)."""
+    v = _ints(d, 1, errs, minimum=1, maximum=MAX_BLOCKS_PER_SM)
+    return {"blocks_per_sm": v[0]} if v else {}
+
+
 def _read_copy(d, errs):
     mode = _word(d)
     if mode == "tma":  # the TMA unit moves whole boxes: no vector width
@@ -383,6 +395,7 @@ _READERS = {
     "stages": _read_stages,
     "fragment_buffers": _read_fragment_buffers,
     "warps_k": _read_warps_k,
+    "blocks_per_sm": _read_blocks_per_sm,
     "copy": _read_copy,
     "pad": _read_pad,
     "swizzle": _read_swizzle,
@@ -416,6 +429,7 @@ _LIMITS = {
     "split_k": _SLICES_LIMIT,
     "warps_k": f"more than {MAX_WARPS_K} K teams never pay (each is a copy of the block's "
     "warps, and 1024 threads is a block's limit)",
+    "blocks_per_sm": f"a multiprocessor holds at most {MAX_BLOCKS_PER_SM} blocks",
     "swizzle": f"a group or panel of more than {MAX_SWIZZLE} block tiles never pays (and "
     "its products with the tile counts must fit the kernel's 32-bit int)",
 }
@@ -430,5 +444,7 @@ _HINTS = {
     "`persistent split_k 2`",
     "split_k": "split_k takes the slices of each tile's K steps, e.g. `split_k 2` (1: no split)",
     "warps_k": "warps_k takes the K teams of the block's warps, e.g. `warps_k 8` (1: one team)",
+    "blocks_per_sm": "blocks_per_sm takes the blocks a multiprocessor should hold at once, e.g. "
+    "`blocks_per_sm 2` (1: registers capped for one block only)",
     "swizzle": "e.g. `swizzle grouped 8`, `swizzle snake 8`, `swizzle zigzag 2` or `swizzle none`",
 }

@@ -236,6 +236,9 @@ USAGE = {
     "(a block per slice; the last slice to finish adds them), or a set, split_k {1, 2, 4}",
     "warps_k": "warps_k takes one number, the K teams of the block's warps, e.g. warps_k 8, "
     "or a set, warps_k {1, 4, 8}",
+    "blocks_per_sm": "blocks_per_sm takes one number, the blocks each multiprocessor should "
+    "hold at once (registers are capped so that they fit), e.g. blocks_per_sm 2, or a set, "
+    "blocks_per_sm {1, 2, 4}",
     "cluster": "a thread-block cluster is written CM x CN (blocks along M and N), "
     "e.g. cluster 2 x 1",
     "swap_operands": "swap_operands takes nothing: the kernel computes C^T = B^T A^T (block, "

@@ -168,6 +168,7 @@ DIRECTIVES = (
     "stages",
     "fragment_buffers",
     "warps_k",
+    "blocks_per_sm",
     "copy",
     "warp_specialize",
     # split_k before persistent: `persistent` followed by `split_k S` would read back as

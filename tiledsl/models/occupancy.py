@@ -59,6 +59,6 @@ def occupancy(kernel: KernelIR, registers_per_thread: int, source: str = "estima
         blocks,
         binding,
         regs,
-        blocks * kernel.warp_count,
+        blocks * (kernel.threads // lanes),  # every warp of the block: K teams, producer
         t.max_threads_per_sm // lanes,
     )

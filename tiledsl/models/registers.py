@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..ir.nodes import KernelIR
 from ..ir.schedule import Schedule
+from .occupancy import REGISTER_UNIT
 
 
 def writeup_registers_per_warp(sched: Schedule) -> int:
@@ -108,6 +109,14 @@ def register_estimate(kernel: KernelIR) -> RegisterEstimate:
             )
         )
     return RegisterEstimate(tuple(frags), kernel.warp_width, kernel.threads)
+
+
+def register_cap(target, threads: int, blocks: int = 1) -> int:
+    """The most registers a thread may hold so that `blocks` blocks of `threads` threads
+    are resident on one multiprocessor at once: what ptxas caps a kernel at under
+    `__launch_bounds__(threads, blocks)` (`blocks_per_sm`), in whole allocation units."""
+    unit = REGISTER_UNIT.get(target.vendor, 1)
+    return target.registers_per_thread(threads * blocks) // unit * unit
 
 
 #: The producer warpgroup's registers per thread after `setmaxnreg.dec`: it only issues
