@@ -276,6 +276,7 @@ DIRECTIVES: dict[str, tuple[str, ...]] = {
     ),
     "stages": ("stages 0", "stages 1", "stages 2", "stages 3", "stages 4"),
     "warps_k": ("warps_k 1", "warps_k 2", "warps_k 4", "warps_k 8"),
+    "blocks_per_sm": ("blocks_per_sm 1", "blocks_per_sm 2", "blocks_per_sm 4", "blocks_per_sm 40"),
     "copy": (
         "copy async 16",
         "copy async 8",

@@ -11,8 +11,8 @@ from tiledsl.frontend.parser import parse
 
 DIRECTIVE_LIST = (
     "the directives are: block, mma, coarsen, stages, fragment_buffers, warps_k, "
-    "blocks_per_sm, copy, warp_specialize, split_k, persistent, cluster, swap_operands, pad, swizzle, sync, "
-    "load_order, accumulate, epilogue, epilogue_via, target, attributes"
+    "blocks_per_sm, copy, warp_specialize, split_k, persistent, cluster, swap_operands, "
+    "pad, swizzle, sync, load_order, accumulate, epilogue, epilogue_via, target, attributes"
 )
 BLOCK_NOTE = "a block tile is written BM x BN x BK, e.g. 128 x 128 x 32"
 

@@ -33,7 +33,7 @@ from ..ir.nodes import (
 )
 from ..ir.schedule import named_constants
 from .launch import launch_of
-from .notes import directive_notes
+from .notes import declares_blocks_per_sm, directive_notes
 from .paths import LOWERINGS, lowering_for
 
 _VECTOR_TYPES = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
@@ -270,7 +270,7 @@ __device__ __forceinline__ void cp_async_wait() {
         # `blocks_per_sm` asks for more.
         attributes = "".join(f"\n{a}" for a in self._kernel_attributes(k))
         space = f"{k.name}_schedule::"
-        blocks = f"{space}BLOCKS_PER_SM" if "blocks_per_sm" in directive_notes(k) else "1"
+        blocks = f"{space}BLOCKS_PER_SM" if declares_blocks_per_sm(k) else "1"
         return [
             f'extern "C" __global__{attributes}',
             f"void __launch_bounds__({space}THREADS, {blocks})",

@@ -99,7 +99,7 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
             if k.k_teams > 1
             else "one team of warps on every K step",
         )
-    if s.blocks_per_sm > 1 or "blocks_per_sm" in s.written:
+    if declares_blocks_per_sm(k):
         notes["blocks_per_sm"] = (f"blocks_per_sm {s.blocks_per_sm}", _resident(k))
     if s.cluster_size > 1 or "cluster" in s.written:  # a written `cluster 1 x 1` too
         notes["cluster"] = (f"cluster {s.cluster[0]} x {s.cluster[1]}", _clustering(k))
@@ -222,6 +222,12 @@ def _clustering(k: KernelIR) -> str:
 def _where(k: KernelIR, name: str) -> str:
     s = k.schedule
     return f"line {s.loc(name).line}" if name in s.written else "default"
+
+
+def declares_blocks_per_sm(k: KernelIR) -> bool:
+    """Whether the kernel's namespace declares BLOCKS_PER_SM for its __launch_bounds__:
+    `blocks_per_sm` written (a written 1 too), or above 1."""
+    return k.schedule.blocks_per_sm > 1 or "blocks_per_sm" in k.schedule.written
 
 
 def _resident(k: KernelIR) -> str:

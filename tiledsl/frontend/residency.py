@@ -2,9 +2,10 @@
 
 `blocks_per_sm N` emits `__launch_bounds__(THREADS, N)`: ptxas caps each thread's
 registers so that N blocks are resident at once (tiledsl.models.registers.register_cap).
-A kernel whose blocks each keep loads in flight (the direct path's lanes, every one a
-few 16-byte vectors) reads faster with more warps resident; ptxas would otherwise give
-each thread what it likes and leave the file to one or two blocks. The registers are the
+Without it ptxas gives each thread what it likes, which may leave the file to one or two
+blocks: the direct path's 256-thread blocks take 96 registers, two blocks a multiprocessor
+(whether more warps, each with its loads in flight, read faster there was measured on an
+H100: they did not; docs/performance.md, the twelfth session). The registers are the
 only limit ptxas can bend: the threads, the shared memory and the block slots of N blocks
 are checked here against the target, with the directive's location, before anything is
 built; a cap too low for the fragments is refused as the fragments' own check refuses a
