@@ -13,7 +13,7 @@ import pytest
 from helpers import cli, cuda_example_params
 
 from tiledsl.commands.run import default_cpu_size, run_gpu
-from tiledsl.driver import compile_file
+from tiledsl.driver import compile_file, compile_source
 from tiledsl.errors import TileError, ToolchainError
 from tiledsl.gpu.runtime import gpu_available
 from tiledsl.passes import STAGE_NAMES
@@ -141,6 +141,22 @@ def test_the_direct_path_runs_every_size_itself(size) -> None:
         source = compiled.source_for((kernel,))
         report = run_gpu(kernel, source, launch, size, seed=SEED, repeat=2)
         assert report.kernel == kernel.name  # no twin: the kernel guards its own loads
+        assert_passed(report, kernel)
+
+
+@pytest.mark.parametrize("size", [(1, 4096, 11008), (3, 37, 517)])
+def test_blocks_per_sm_kernels(size) -> None:
+    """docs/probes/blocks_per_sm.tile with `blocks_per_sm` 2 and 4 written in: the registers
+    capped (ptxas within the cap, or the launch would fail), the results the same."""
+    from helpers import ROOT
+
+    text = (ROOT / "docs" / "probes" / "blocks_per_sm.tile").read_text()
+    text = text.replace("    warps_k 8\n", "    warps_k 8\n    blocks_per_sm 4\n")
+    text = text.replace("    warps_k 16\n", "    warps_k 16\n    blocks_per_sm 2\n")
+    compiled = compile_source(text, "blocks_per_sm.tile")
+    assert [k.schedule.blocks_per_sm for k in compiled.kernels] == [4, 2, 4]
+    for kernel, launch in zip(compiled.kernels, compiled.launches):
+        report = run_gpu(kernel, compiled.source_for((kernel,)), launch, size, seed=SEED, repeat=2)
         assert_passed(report, kernel)
 
 
