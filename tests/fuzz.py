@@ -275,7 +275,14 @@ DIRECTIVES: dict[str, tuple[str, ...]] = {
         "coarsen 1 x 2",
     ),
     "stages": ("stages 0", "stages 1", "stages 2", "stages 3", "stages 4"),
-    "warps_k": ("warps_k 1", "warps_k 2", "warps_k 4", "warps_k 8"),
+    "warps_k": (
+        "warps_k 1",
+        "warps_k 2",
+        "warps_k 4",
+        "warps_k 8",
+        "warps_k 8 runs 2",
+        "warps_k 4 runs 3",
+    ),
     "blocks_per_sm": ("blocks_per_sm 1", "blocks_per_sm 2", "blocks_per_sm 4", "blocks_per_sm 40"),
     "copy": (
         "copy async 16",

@@ -21,6 +21,7 @@ from helpers import ROOT, cli, interpret_exact, line_of, without
 
 from tiledsl.driver import compile_file, compile_source
 from tiledsl.interp.errors import RaceError
+from tiledsl.ir.expr import Var
 from tiledsl.ir.nodes import Barrier, LoadFrag, StoreFrag, walk
 from tiledsl.ir.partial_tiles import guards_fragments, runs_every_size
 from tiledsl.ir.printer import print_ir
@@ -180,6 +181,91 @@ def test_the_teams_add_in_team_order() -> None:
     assert "for kt_sum in [0, WARPS_K) unroll  # in team order" in tail
     assert "load_frag acc[i][j] += Ks[kt_sum]" in tail
     assert "K team 0" in tail
+
+
+# ---------------------------------------------------------------- warps_k W runs R
+
+RUNS = DIRECT.replace("warps_k 4", "warps_k 4 runs 2")
+
+
+def test_runs_must_divide_the_teams(tmp_path, capsys) -> None:
+    text = DIRECT.replace("warps_k 4", "warps_k 4 runs 3")
+    assert _error(text, tmp_path, capsys) == (
+        line_of(text, "warps_k"),
+        20,
+        "warps_k 4 runs 3: the runs share the 4 K teams equally, so 3 must divide 4",
+    )
+
+
+@pytest.mark.parametrize("teams, runs", [(4, 2), (8, 2), (8, 4), (16, 4), (2, 2)])
+@pytest.mark.parametrize("steps", [1, 2, 3, 7, 8, 9, 31, 86])
+def test_runs_cover_every_step_once(teams, runs, steps) -> None:
+    """Over every team and round, the steps [0, steps) come once each; the rest lie past
+    the last step (where the guarded loads read zeros)."""
+    from tiledsl.ir.expr import evaluate
+    from tiledsl.passes.k_teams import _runs
+
+    group = teams // runs
+    first, rounds = _runs(Var("steps"), teams, runs)
+    seen: list[int] = []
+    for kteam in range(teams):
+        env = {"steps": steps, "kteam": kteam}
+        start = evaluate(first, env)
+        seen += [start + kr * group + kteam % group for kr in range(evaluate(rounds, env))]
+    inside = sorted(step for step in seen if step < steps)
+    assert inside == list(range(steps)), (teams, runs, steps)
+
+
+def test_runs_ir_and_source() -> None:
+    compiled = compile_source(RUNS, "d.tile")
+    (k,) = compiled.kernels
+    assert k.schedule.k_runs == 2 and k.k_teams == 4
+    text = print_ir(k)
+    assert "let k_run = kteam / RUN_TEAMS * " in text
+    assert "(k_run + kr * RUN_TEAMS + kteam % RUN_TEAMS) * BK" in text
+    source = compiled.source
+    assert "constexpr int WARPS_K = 4, K_RUNS = 2, RUN_TEAMS = 2;" in source
+    assert "const int k_run = kteam / RUN_TEAMS * " in source
+    assert "// warps_k 4 runs 2 (line 11): 4 K teams of the block's warps, in 2 runs" in source
+
+
+@pytest.mark.parametrize("size", [(1, 64, 256), (13, 45, 333), (1, 1, 1), (3, 100, 1100)])
+@pytest.mark.parametrize("runs", [2, 4])
+def test_runs_interpreter_exact(size, runs) -> None:
+    text = DIRECT.replace("warps_k 4", f"warps_k 4 runs {runs}")
+    (k,) = compile_source(text, "d.tile").kernels
+    check, _ = interpret_exact(k, *size)
+    assert check.ok, (size, runs, check)
+
+
+def test_runs_barrier_still_orders_the_teams_sums() -> None:
+    (k,) = compile_source(RUNS, "d.tile").kernels
+    barrier = next(s for s in walk(k.body) if isinstance(s, Barrier))
+    with pytest.raises(RaceError):
+        interpret_exact(without(k, barrier), 1, 32, 512)
+
+
+def test_runs_in_a_space() -> None:
+    from tiledsl.frontend.parser import parse
+    from tiledsl.tune.space import expand
+
+    text = DIRECT.replace("warps_k 4", "warps_k {4, 8} runs {1, 2}")
+    labels = [p.label for p in expand(parse(text, "d.tile"))]
+    assert labels == [
+        "warps_k 4 runs 1",
+        "warps_k 4 runs 2",
+        "warps_k 8 runs 1",
+        "warps_k 8 runs 2",
+    ]
+
+
+def test_check_names_the_runs(tmp_path, capsys) -> None:
+    path = tmp_path / "d.tile"
+    path.write_text(RUNS)
+    r = cli(["check", str(path), "--size", "1x4096x11008"], capsys)
+    assert r.code == 0, r.err
+    assert "stages 0  warps_k 4 runs 2  pad auto" in r.out
+    assert "4 K teams in 2 runs (warps_k 4 runs 2: 2 teams on each run of the K steps" in r.out
 
 
 # ---------------------------------------------------------------- emitted code

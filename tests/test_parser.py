@@ -293,7 +293,7 @@ DIRECTIVE_ARGS = {
     "coarsen": shape(2),
     "stages": VALUES,
     "fragment_buffers": VALUES,
-    "warps_k": VALUES,
+    "warps_k": st.one_of(VALUES, spaced(VALUES, words("runs"), VALUES)),
     "blocks_per_sm": VALUES,
     "copy": st.one_of(spaced(words("async", "sync"), VALUES), words("tma")),
     "warp_specialize": st.just(""),

@@ -245,8 +245,13 @@ def _threads(kernel: KernelIR) -> list[str]:
     )
     teams = f"{kernel.teams} teams (pingpong, alternate tiles) of " if kernel.teams > 1 else ""
     if kernel.k_teams > 1:
-        w = kernel.k_teams
-        teams = f"{w} K teams (warps_k: team t on K steps t, t + {w}, ...) of "
+        w, runs = kernel.k_teams, kernel.schedule.k_runs
+        teams = (
+            f"{w} K teams (warps_k: team t on K steps t, t + {w}, ...) of "
+            if runs == 1
+            else f"{w} K teams in {runs} runs (warps_k {w} runs {runs}: {w // runs} teams on "
+            "each run of the K steps, in turn) of "
+        )
     out.append(
         f"  threads   {kernel.threads} per block = {teams}{kernel.warp_count} {unit} "
         f"({wm} x {wn}) of {kernel.warp_width} lanes{producer} (limit {t.max_threads_per_block})"
@@ -604,7 +609,7 @@ def schedule_line(kernel: KernelIR) -> str:
         f"stages {s.stages}",
     ]
     if s.warps_k != 1:
-        parts.append(f"warps_k {s.warps_k}")
+        parts.append(f"warps_k {s.warps_k}" + (f" runs {s.k_runs}" if s.k_runs != 1 else ""))
     if s.blocks_per_sm != 1:
         parts.append(f"blocks_per_sm {s.blocks_per_sm}")
     if s.fragment_buffers != 1:

@@ -23,6 +23,7 @@ from ..ir.nodes import (
     GlobalTile,
     If,
     KernelIR,
+    Let,
     SharedTile,
     Tile,
     buffer_offsets,
@@ -169,7 +170,12 @@ __device__ __forceinline__ void cp_async_wait() {
             *(
                 [
                     f"constexpr int WARPS_K = {k.k_teams};  // warps_k: K teams of WARPS_M x "
-                    "WARPS_N warps, team kteam on the block's K steps kteam, kteam + WARPS_K, ...",
+                    "WARPS_N warps, team kteam on the block's K steps kteam, kteam + WARPS_K, ..."
+                    if s.k_runs == 1
+                    else f"constexpr int WARPS_K = {k.k_teams}, K_RUNS = {s.k_runs}, RUN_TEAMS "
+                    f"= {k.k_teams // s.k_runs};  // warps_k runs: K teams of WARPS_M x WARPS_N "
+                    "warps in K_RUNS groups of RUN_TEAMS, group g on the g-th run of the K "
+                    "steps, its teams on the run's steps in turn",
                     'static_assert(WARPS_M * WARPS_N * WARPS_K * WARP_SIZE == THREADS, "one '
                     'block: WARPS_K teams of WARPS_M x WARPS_N warps");',
                 ]
@@ -349,6 +355,8 @@ __device__ __forceinline__ void cp_async_wait() {
         if lowered is not None:
             return lowered
         match s:
+            case Let():
+                return [f"const int {s.var} = {self.expr(s.value)};"]
             case Barrier():
                 call = self.block_barrier if s.scope == "block" else self.warp_barrier
                 return [f"{call}  // {s.reason}"]

@@ -91,11 +91,16 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
     if s.grid_split:
         notes["split_k"] = (f"split_k {s.grid_split}", _splitting(k))
     if s.warps_k > 1 or "warps_k" in s.written:
+        runs = f" runs {s.k_runs}" if s.k_runs > 1 else ""
+        steps = (
+            "team kteam on K steps kteam, kteam + WARPS_K, ..."
+            if s.k_runs == 1
+            else f"in {s.k_runs} runs of the K steps, RUN_TEAMS teams on each run's steps in turn"
+        )
         notes["warps_k"] = (
-            f"warps_k {s.warps_k}",
-            f"{k.k_teams} K teams of the block's warps, team kteam on K steps kteam, kteam + "
-            "WARPS_K, ...; their sums meet in Ks, added in team order, and team 0 stores C "
-            "(k-teams)"
+            f"warps_k {s.warps_k}{runs}",
+            f"{k.k_teams} K teams of the block's warps, {steps}; their sums meet in Ks, "
+            "added in team order, and team 0 stores C (k-teams)"
             if k.k_teams > 1
             else "one team of warps on every K step",
         )

@@ -228,10 +228,24 @@ MAX_WARPS_K = 16
 
 def _read_warps_k(d, errs):
     """`warps_k W`: W teams of the block's warps, team t on the block's K steps t, t + W,
-    ...; the teams' sums added in team order (tiledsl.lowering.k_teams). 1: one team, so
-    that a space may write `warps_k {1, 4, 8}`."""
-    v = _ints(d, 1, errs, minimum=1, maximum=MAX_WARPS_K)
-    return {"warps_k": v[0]} if v else {}
+    ...; the teams' sums added in team order (tiledsl.passes.k_teams). 1: one team, so
+    that a space may write `warps_k {1, 4, 8}`. `warps_k W runs R`: the teams in R groups,
+    each on a contiguous run of the K steps (R divides W)."""
+    runs = _word(d) == "runs"
+    v = _ints(d, 2 if runs else 1, errs, minimum=1, maximum=MAX_WARPS_K)
+    if not v:
+        return {}
+    if runs and v[0] % v[1]:
+        num = [a for a in d.args if isinstance(a, S.Num)][1]
+        divisors = ", ".join(str(r) for r in range(1, v[0] + 1) if v[0] % r == 0)
+        errs.add(
+            num.loc,
+            f"warps_k {v[0]} runs {v[1]}: the runs share the {v[0]} K teams equally, so "
+            f"{v[1]} must divide {v[0]}",
+            f"runs takes a divisor of {v[0]}: {divisors}",
+        )
+        return {}
+    return {"warps_k": v[0], "k_runs": v[1] if runs else 1}
 
 
 #: `blocks_per_sm N`: at most this many (an NVIDIA multiprocessor holds 32 blocks).
@@ -443,7 +457,8 @@ _HINTS = {
     "persistent": "split_k takes the slices of a tile's K steps, 2 or more, e.g. "
     "`persistent split_k 2`",
     "split_k": "split_k takes the slices of each tile's K steps, e.g. `split_k 2` (1: no split)",
-    "warps_k": "warps_k takes the K teams of the block's warps, e.g. `warps_k 8` (1: one team)",
+    "warps_k": "warps_k takes the K teams of the block's warps, e.g. `warps_k 8` (1: one team), "
+    "and optionally their runs along K, `warps_k 8 runs 2`",
     "blocks_per_sm": "blocks_per_sm takes the blocks a multiprocessor should hold at once, e.g. "
     "`blocks_per_sm 2` (1: registers capped for one block only)",
     "swizzle": "e.g. `swizzle grouped 8`, `swizzle snake 8`, `swizzle zigzag 2` or `swizzle none`",

@@ -235,7 +235,8 @@ USAGE = {
     "split_k": "split_k takes one number, the slices of each tile's K steps, e.g. split_k 2 "
     "(a block per slice; the last slice to finish adds them), or a set, split_k {1, 2, 4}",
     "warps_k": "warps_k takes one number, the K teams of the block's warps, e.g. warps_k 8, "
-    "or a set, warps_k {1, 4, 8}",
+    "or a set, warps_k {1, 4, 8}; then optionally `runs R`, the teams in R groups on runs "
+    "of K's steps, e.g. warps_k 8 runs 2",
     "blocks_per_sm": "blocks_per_sm takes one number, the blocks each multiprocessor should "
     "hold at once (registers are capped so that they fit), e.g. blocks_per_sm 2, or a set, "
     "blocks_per_sm {1, 2, 4}",

@@ -88,6 +88,7 @@ def print_ir(kernel: KernelIR) -> str:
         f"  warps    {kernel.warps[0]} x {kernel.warps[1]} ({kernel.threads} threads"
         + (f", {kernel.teams} teams of them on alternate tiles" if kernel.teams > 1 else "")
         + (f", {kernel.k_teams} K teams of them" if kernel.k_teams > 1 else "")
+        + (f" in {kernel.schedule.k_runs} runs of K" if kernel.schedule.k_runs > 1 else "")
         + (
             f", {kernel.producer_warps} producer warpgroup after them"
             if kernel.producer_warps

@@ -37,6 +37,10 @@ class Schedule:
     # `warps_k W` (stages 0): W teams of the block's warps, team t on K steps t, t + W, ...,
     # their sums added in team order through shared memory (tiledsl.lowering.k_teams)
     warps_k: int = 1
+    # `warps_k W runs R`: the W teams in R groups of W / R, group g on the g-th of R
+    # contiguous runs of the tile's K steps, its teams on the run's steps in turn (1: one
+    # run, every team on steps t, t + W, ...)
+    k_runs: int = 1
     # `blocks_per_sm N`: ptxas caps each thread's registers so that N blocks fit on one
     # multiprocessor at once (`__launch_bounds__(THREADS, N)`): more warps resident, each
     # with fewer registers (1: the floor the emitters always ask for)

@@ -211,10 +211,17 @@ def block_table(kernel: KernelIR) -> str:
         f"{wm} x {wn} warps of {kernel.warp_width} lanes; each computes {cm} x {cn} "
         f"fragments of {m} x {n} (small numbers: the fragment's first row, column in the block)",
     ]
-    if kernel.k_teams > 1:
+    runs = kernel.schedule.k_runs
+    if kernel.k_teams > 1 and runs == 1:
         notes.append(
             f"warps_k {kernel.k_teams}: {kernel.k_teams} teams of these warps, team t on the K "
             f"steps t, t + {kernel.k_teams}, ...; their sums meet in Ks and team 0 stores C"
+        )
+    elif kernel.k_teams > 1:
+        notes.append(
+            f"warps_k {kernel.k_teams} runs {runs}: {kernel.k_teams} teams of these warps in "
+            f"{runs} runs of the K steps, {kernel.k_teams // runs} teams on each run's steps "
+            "in turn; their sums meet in Ks and team 0 stores C"
         )
     return _table(rows, notes)
 
