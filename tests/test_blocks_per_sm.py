@@ -179,28 +179,24 @@ def test_in_a_space() -> None:
     assert asked == [1, 2, 4]
 
 
+def _ptxas(text: str, tmp_path: Path) -> tuple[int, str]:
+    """(registers per thread, ptxas's report) of the kernel of `text`."""
+    cu = tmp_path / "d.cu"
+    cu.write_text(compile_source(text, "d.tile").source)
+    nvcc = ["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v", "-c", str(cu)]
+    out = subprocess.run(
+        [*nvcc, "-o", str(tmp_path / "d.o")], check=True, capture_output=True, text=True
+    ).stderr
+    return int(re.search(r"Used (\d+) registers", out)[1]), out
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
 def test_ptxas_keeps_within_the_cap(tmp_path) -> None:
     """Without the directive ptxas gives this kernel more than 64 registers (96 with nvcc
     13.0); with `blocks_per_sm 4` it keeps within 64 and spills nothing."""
-    for text, within in ((DIRECT.replace("    blocks_per_sm 4\n", ""), False), (DIRECT, True)):
-        cu = tmp_path / "d.cu"
-        cu.write_text(compile_source(text, "d.tile").source)
-        out = subprocess.run(
-            [
-                "nvcc",
-                "-gencode=arch=compute_90a,code=sm_90a",
-                "-Xptxas",
-                "-v",
-                "-c",
-                str(cu),
-                "-o",
-                str(tmp_path / "d.o"),
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stderr
-        registers = int(re.search(r"Used (\d+) registers", out)[1])
-        assert (registers <= 64) == within, out
-        assert "0 bytes spill stores" in out
+    uncapped, _ = _ptxas(DIRECT.replace("    blocks_per_sm 4\n", ""), tmp_path)
+    if uncapped <= 64:
+        pytest.skip(f"this nvcc gives the kernel {uncapped} registers uncapped: nothing to cap")
+    registers, report = _ptxas(DIRECT, tmp_path)
+    assert registers <= 64, report
+    assert "0 bytes spill stores" in report
