@@ -12,7 +12,8 @@ cuBLAS on the same rotated input sets (tiledsl's own launcher and timing loop):
   multiplied: the direct kernel less its mmas, its adds and its stores;
 - `tiles W fronts F`: the block's W warps in F groups, group f on the f-th run of 1/F of
   the tile's K steps (its warps on those in turn): F places along K a block reads at
-  once, with the same blocks and the same sum in one block;
+  once, with the same blocks and the same sum in one block (built since as `warps_k W
+  runs F`);
 - `tiles W split S`: each tile's K cut into S parts, a block each (S x the blocks, each
   1/S as long): whether the kernel's tail (the last blocks of a long K) costs;
 - `tiles W rotated`: tile b starts its K loop 13 b steps into its rows, wrapping round,
