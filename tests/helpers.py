@@ -84,6 +84,19 @@ def replace_directive(directives: tuple[str, ...], new: str) -> tuple[str, ...]:
     return out if new in out else (*out, new)
 
 
+def check_error(text: str, tmp_path: Path, capsys) -> tuple[int, int, str]:
+    """(line, column, message) of the first error `tiledsl check` prints for `text`, as
+    the user sees it: `FILE:LINE:COL: error: MESSAGE`, with exit status 1."""
+    path = tmp_path / "d.tile"
+    path.write_text(text)
+    r = cli(["check", str(path)], capsys)
+    assert r.code == 1, r.out
+    first = r.err.splitlines()[0]
+    match = re.match(rf"{re.escape(str(path))}:(\d+):(\d+): error: (.*)", first)
+    assert match, r.err
+    return int(match[1]), int(match[2]), match[3]
+
+
 def line_of(text: str, fragment: str) -> int:
     """1-based number of the first line of `text` that contains `fragment`."""
     for number, line in enumerate(text.splitlines(), start=1):

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, cli, line_of
+from helpers import ROOT, check_error, cli, line_of
 
 from tiledsl.driver import compile_source
 from tiledsl.ir.targets import DEFAULT_TARGET, TARGETS
@@ -38,34 +38,23 @@ DIRECT = """kernel d {
 """
 
 
-def _error(text: str, tmp_path: Path, capsys) -> tuple[int, int, str]:
-    path = tmp_path / "d.tile"
-    path.write_text(text)
-    r = cli(["check", str(path)], capsys)
-    assert r.code == 1, r.out
-    first = r.err.splitlines()[0]
-    match = re.match(rf"{re.escape(str(path))}:(\d+):(\d+): error: (.*)", first)
-    assert match, r.err
-    return int(match[1]), int(match[2]), match[3]
-
-
 # ---------------------------------------------------------------- errors
 
 
 def test_out_of_range(tmp_path, capsys) -> None:
     text = DIRECT.replace("blocks_per_sm 4", "blocks_per_sm 33")
-    assert _error(text, tmp_path, capsys) == (
+    assert check_error(text, tmp_path, capsys) == (
         line_of(text, "blocks_per_sm"),
         19,
         "'blocks_per_sm' takes integers ≤ 32, found 33",
     )
     text = DIRECT.replace("blocks_per_sm 4", "blocks_per_sm 0")
-    assert _error(text, tmp_path, capsys)[2] == "'blocks_per_sm' takes integers ≥ 1, found 0"
+    assert check_error(text, tmp_path, capsys)[2] == "'blocks_per_sm' takes integers ≥ 1, found 0"
 
 
 def test_more_threads_than_a_multiprocessor_holds(tmp_path, capsys) -> None:
     text = DIRECT.replace("blocks_per_sm 4", "blocks_per_sm 16")  # 16 x 256 threads
-    assert _error(text, tmp_path, capsys) == (
+    assert check_error(text, tmp_path, capsys) == (
         line_of(text, "blocks_per_sm"),
         5,
         "blocks_per_sm 16: 16 blocks of 256 threads need 4096; a cuda sm_90 multiprocessor "
@@ -90,7 +79,7 @@ STAGED = """kernel k {
 def test_more_shared_memory_than_a_multiprocessor_holds(tmp_path, capsys) -> None:
     # one warp of 64 x 64, 4 stages of 64 x 64 tiles of A and B: over 64 KiB a block
     text = STAGED.replace("BLOCK", "64 x 64 x 64").replace("COARSEN", "4 x 8")
-    line, col, message = _error(text, tmp_path, capsys)
+    line, col, message = check_error(text, tmp_path, capsys)
     assert (line, col) == (line_of(text, "blocks_per_sm"), 5)
     assert re.fullmatch(
         r"blocks_per_sm 4: 4 blocks of \d+ bytes of shared memory need \d+; a cuda sm_90 "
@@ -102,7 +91,7 @@ def test_more_shared_memory_than_a_multiprocessor_holds(tmp_path, capsys) -> Non
 def test_a_cap_below_the_fragments(tmp_path, capsys) -> None:
     # 16 warps of 2 x 4 fragments: 44 registers each for fragments, 32 under the cap
     text = STAGED.replace("BLOCK", "128 x 128 x 32").replace("COARSEN", "2 x 4")
-    assert _error(text, tmp_path, capsys) == (
+    assert check_error(text, tmp_path, capsys) == (
         line_of(text, "blocks_per_sm"),
         5,
         "2 x 4 fragments per warp need at least 44 registers per thread for fragments "
@@ -114,7 +103,7 @@ def test_a_cap_below_the_fragments(tmp_path, capsys) -> None:
 def test_not_with_a_persistent_kernel(tmp_path, capsys) -> None:
     text = (ROOT / "examples" / "hopper" / "epilogue.tile").read_text()
     text = text.replace("    persistent\n", "    persistent\n    blocks_per_sm 2\n")
-    line, col, message = _error(text, tmp_path, capsys)
+    line, col, message = check_error(text, tmp_path, capsys)
     assert (line, col) == (line_of(text, "blocks_per_sm"), 5)
     assert message.startswith(
         "blocks_per_sm 2 with warp_specialize: a persistent kernel runs one block per "
@@ -127,7 +116,7 @@ def test_not_built_for_musa(tmp_path, capsys) -> None:
     text = text.replace(
         "    target     musa mp_22", "    blocks_per_sm 2\n    target     musa mp_22"
     )
-    line, col, message = _error(text, tmp_path, capsys)
+    line, col, message = check_error(text, tmp_path, capsys)
     assert (line, col) == (line_of(text, "blocks_per_sm"), 5)
     assert message.startswith("blocks_per_sm 2 on musa mp_22: not built for MUSA")
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
-from helpers import ROOT, cli, interpret_exact, line_of, without
+from helpers import ROOT, check_error, cli, interpret_exact, line_of, without
 
 from tiledsl.driver import compile_file, compile_source
 from tiledsl.interp.errors import RaceError
@@ -48,24 +47,13 @@ def kernels():
     return {k.name: k for k in compile_file(EXAMPLE).kernels}
 
 
-def _error(text: str, tmp_path: Path, capsys) -> tuple[int, int, str]:
-    path = tmp_path / "d.tile"
-    path.write_text(text)
-    r = cli(["check", str(path)], capsys)
-    assert r.code == 1, r.out
-    first = r.err.splitlines()[0]
-    match = re.match(rf"{re.escape(str(path))}:(\d+):(\d+): error: (.*)", first)
-    assert match, r.err
-    return int(match[1]), int(match[2]), match[3]
-
-
 # ---------------------------------------------------------------- errors
 
 
 def test_the_direct_path_needs_k_contiguous_operands(tmp_path, capsys) -> None:
     text = DIRECT.replace("B: f16[K, N] col", "B: f16[K, N] row")
     line = line_of(text, "stages  0")
-    assert _error(text, tmp_path, capsys) == (
+    assert check_error(text, tmp_path, capsys) == (
         line,
         5,
         "mma.sync with stages 0 loads each lane's fragments from global memory as 16-byte "
@@ -76,7 +64,7 @@ def test_the_direct_path_needs_k_contiguous_operands(tmp_path, capsys) -> None:
 
 def test_the_direct_path_needs_bk_a_multiple_of_32(tmp_path, capsys) -> None:
     text = DIRECT.replace("block   32 x 16 x 64", "block   32 x 16 x 48")
-    assert _error(text, tmp_path, capsys) == (
+    assert check_error(text, tmp_path, capsys) == (
         line_of(text, "block"),
         5,
         "BK = 48: on the direct path (mma.sync, stages 0) a lane's 16-byte vector holds two "
@@ -86,14 +74,14 @@ def test_the_direct_path_needs_bk_a_multiple_of_32(tmp_path, capsys) -> None:
 
 def test_the_direct_path_stores_c_from_registers(tmp_path, capsys) -> None:
     text = DIRECT.replace("    swizzle none", "    swizzle none\n    epilogue_via shared")
-    assert _error(text, tmp_path, capsys) == (
+    assert check_error(text, tmp_path, capsys) == (
         line_of(text, "epilogue_via"),
         5,
         "epilogue_via shared: the direct path (mma.sync, stages 0) has no shared-memory "
         "tiles; it stores C from the registers",
     )
     text = DIRECT.replace("C[m, n] = A", "C[m, n] += A")
-    assert _error(text, tmp_path, capsys) == (
+    assert check_error(text, tmp_path, capsys) == (
         line_of(text, "stages  0"),
         5,
         "`C +=` on the direct path (mma.sync, stages 0) is not built yet: its warps start "
@@ -103,7 +91,7 @@ def test_the_direct_path_stores_c_from_registers(tmp_path, capsys) -> None:
 
 def test_warps_k_needs_the_direct_path(tmp_path, capsys) -> None:
     text = DIRECT.replace("stages  0", "stages  2")
-    assert _error(text, tmp_path, capsys) == (
+    assert check_error(text, tmp_path, capsys) == (
         line_of(text, "warps_k"),
         5,
         "warps_k 4 gives each team of warps K steps of its own, its fragments loaded "
@@ -114,12 +102,12 @@ def test_warps_k_needs_the_direct_path(tmp_path, capsys) -> None:
 
 def test_warps_k_limits(tmp_path, capsys) -> None:
     text = DIRECT.replace("warps_k 4", "warps_k 17")
-    line, col, message = _error(text, tmp_path, capsys)
+    line, col, message = check_error(text, tmp_path, capsys)
     assert (line, col) == (line_of(text, "warps_k"), 13)
     assert message == "'warps_k' takes integers ≤ 16, found 17"
     # 4 warps (64 rows) x 16 teams = 2048 threads
     text = DIRECT.replace("warps_k 4", "warps_k 16").replace("32 x 16 x 64", "64 x 16 x 64")
-    line, col, message = _error(text, tmp_path, capsys)
+    line, col, message = check_error(text, tmp_path, capsys)
     assert (line, col) == (line_of(text, "warps_k"), 5)
     assert message.startswith("4 x 1 warps x 16 K teams of 32 threads = 2048 threads per block")
 
@@ -190,7 +178,7 @@ RUNS = DIRECT.replace("warps_k 4", "warps_k 4 runs 2")
 
 def test_runs_must_divide_the_teams(tmp_path, capsys) -> None:
     text = DIRECT.replace("warps_k 4", "warps_k 4 runs 3")
-    assert _error(text, tmp_path, capsys) == (
+    assert check_error(text, tmp_path, capsys) == (
         line_of(text, "warps_k"),
         20,
         "warps_k 4 runs 3: the runs share the 4 K teams equally, so 3 must divide 4",

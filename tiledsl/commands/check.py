@@ -243,17 +243,8 @@ def _threads(kernel: KernelIR) -> list[str]:
         if kernel.producer_warps
         else ""
     )
-    teams = f"{kernel.teams} teams (pingpong, alternate tiles) of " if kernel.teams > 1 else ""
-    if kernel.k_teams > 1:
-        w, runs = kernel.k_teams, kernel.schedule.k_runs
-        teams = (
-            f"{w} K teams (warps_k: team t on K steps t, t + {w}, ...) of "
-            if runs == 1
-            else f"{w} K teams in {runs} runs (warps_k {w} runs {runs}: {w // runs} teams on "
-            "each run of the K steps, in turn) of "
-        )
     out.append(
-        f"  threads   {kernel.threads} per block = {teams}{kernel.warp_count} {unit} "
+        f"  threads   {kernel.threads} per block = {_teams(kernel)}{kernel.warp_count} {unit} "
         f"({wm} x {wn}) of {kernel.warp_width} lanes{producer} (limit {t.max_threads_per_block})"
     )
     op = s.path.mma_call
@@ -271,6 +262,28 @@ def _threads(kernel: KernelIR) -> list[str]:
             "each one prevents"
         )
     out += _cluster(kernel)
+    out += _splits(kernel)
+    out.append("")
+    return out
+
+
+def _teams(kernel: KernelIR) -> str:
+    """The copies of the IR's warps a block holds, as the threads line opens with them."""
+    if kernel.k_teams > 1:
+        w, runs = kernel.k_teams, kernel.schedule.k_runs
+        if runs == 1:
+            return f"{w} K teams (warps_k: team t on K steps t, t + {w}, ...) of "
+        return (
+            f"{w} K teams in {runs} runs (warps_k {w} runs {runs}: {w // runs} teams on "
+            "each run of the K steps, in turn) of "
+        )
+    return f"{kernel.teams} teams (pingpong, alternate tiles) of " if kernel.teams > 1 else ""
+
+
+def _splits(kernel: KernelIR) -> list[str]:
+    """Stream-K's and split-K's shares of the K steps, their workspace and hand-over."""
+    s = kernel.schedule
+    out: list[str] = []
     if kernel.stream_k:
         bm, bn, _ = s.block
         split = (
@@ -314,7 +327,6 @@ def _threads(kernel: KernelIR) -> list[str]:
             "largest grid launched); the last slice of a tile to finish adds them in slice "
             "order; no block waits for another"
         )
-    out.append("")
     return out
 
 

@@ -155,7 +155,7 @@ class MmaSyncLowering(PathLowering):
         if not kernels:
             return []
         out = [_LDMATRIX_HELPERS, ""]
-        if any(k.schedule.path.direct_loads(k.schedule.stages) for k in kernels):
+        if any(k.schedule.direct for k in kernels):
             out += [_DIRECT_HELPERS, ""]
         for inputs, acc in sorted({(k.gemm.a.dtype, k.schedule.accumulate) for k in kernels}):
             out += [
@@ -174,7 +174,7 @@ class MmaSyncLowering(PathLowering):
         return declarations(k)
 
     def loop(self, emitter, k: KernelIR, s) -> list[str] | None:
-        if s.role == K_FRAGMENTS and k.schedule.path.direct_loads(k.schedule.stages):
+        if s.role == K_FRAGMENTS and k.schedule.direct:
             return self._direct_step(emitter, k, s)
         return paired_loop(emitter, k, s)
 
@@ -244,7 +244,7 @@ def declarations(k: KernelIR) -> list[str]:
                 f"unsigned {f.name}[{i}][{j}][{regs}];  // {what} fragments: {regs} registers "
                 f"of 2 {f.dtype} elements per lane"
             )
-            if k.schedule.path.direct_loads(k.schedule.stages):
+            if k.schedule.direct:
                 rows = 2 if f.role == "matrix_a" else 1
                 out.append(
                     f"uint4 {f.name}_vec[{i}][{j}][{rows}];  // direct path: the lane's 16 "
@@ -265,7 +265,7 @@ def statement(emitter, k: KernelIR, s, interior: bool = False) -> list[str] | No
             if frag.role == "accumulator":
                 return _accumulator_elements(emitter, k, s.src, s.frag, load=True, add=s.add)
             if not isinstance(s.src, SharedTile):
-                if k.schedule.path.direct_loads(k.schedule.stages):
+                if k.schedule.direct:
                     return _direct_load(emitter, k, s, interior)
                 return _elementwise_load(emitter, k, s)
             layout = k.buffer(s.src.buffer).layout
@@ -275,9 +275,7 @@ def statement(emitter, k: KernelIR, s, interior: bool = False) -> list[str] | No
         case Mma():
             name = helper_name(k.gemm.a.dtype, k.fragment(s.acc.name).dtype)
             return [f"{name}({s.acc}, {s.a}, {s.b});"]
-        case StoreFrag() if isinstance(s.dst, GlobalTile) and k.schedule.path.direct_loads(
-            k.schedule.stages
-        ):
+        case StoreFrag() if isinstance(s.dst, GlobalTile) and k.schedule.direct:
             lines = _direct_store(emitter, k, s)
             if not s.by_team0:
                 return lines

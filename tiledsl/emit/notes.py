@@ -91,19 +91,7 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
     if s.grid_split:
         notes["split_k"] = (f"split_k {s.grid_split}", _splitting(k))
     if s.warps_k > 1 or "warps_k" in s.written:
-        runs = f" runs {s.k_runs}" if s.k_runs > 1 else ""
-        steps = (
-            "team kteam on K steps kteam, kteam + WARPS_K, ..."
-            if s.k_runs == 1
-            else f"in {s.k_runs} runs of the K steps, RUN_TEAMS teams on each run's steps in turn"
-        )
-        notes["warps_k"] = (
-            f"warps_k {s.warps_k}{runs}",
-            f"{k.k_teams} K teams of the block's warps, {steps}; their sums meet in Ks, "
-            "added in team order, and team 0 stores C (k-teams)"
-            if k.k_teams > 1
-            else "one team of warps on every K step",
-        )
+        notes["warps_k"] = _k_teams_note(k)
     if declares_blocks_per_sm(k):
         notes["blocks_per_sm"] = (f"blocks_per_sm {s.blocks_per_sm}", _resident(k))
     if s.cluster_size > 1 or "cluster" in s.written:  # a written `cluster 1 x 1` too
@@ -229,6 +217,24 @@ def _where(k: KernelIR, name: str) -> str:
     return f"line {s.loc(name).line}" if name in s.written else "default"
 
 
+def _k_teams_note(k: KernelIR) -> tuple[str, str]:
+    """`warps_k` as it stands for this kernel, and what it did."""
+    s = k.schedule
+    if k.k_teams == 1:
+        return (f"warps_k {s.warps_k}", "one team of warps on every K step")
+    runs = f" runs {s.k_runs}" if s.k_runs > 1 else ""
+    steps = (
+        "team kteam on K steps kteam, kteam + WARPS_K, ..."
+        if s.k_runs == 1
+        else f"in {s.k_runs} runs of the K steps, RUN_TEAMS teams on each run's steps in turn"
+    )
+    return (
+        f"warps_k {s.warps_k}{runs}",
+        f"{k.k_teams} K teams of the block's warps, {steps}; their sums meet in Ks, added in "
+        "team order, and team 0 stores C (k-teams)",
+    )
+
+
 def declares_blocks_per_sm(k: KernelIR) -> bool:
     """Whether the kernel's namespace declares BLOCKS_PER_SM for its __launch_bounds__:
     `blocks_per_sm` written (a written 1 too), or above 1."""
@@ -247,7 +253,7 @@ def _resident(k: KernelIR) -> str:
 
 def _staging(k: KernelIR) -> str:
     s = k.schedule
-    if s.stages == 0 and s.path.direct_loads(0):
+    if s.direct:
         return (
             "the direct path: each lane loads 16 bytes of K of its rows straight from global "
             "memory into its registers, one vector for two k16 steps (K permuted within 32 "

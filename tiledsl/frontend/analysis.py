@@ -109,7 +109,7 @@ def _resolve_operand_defaults(sched: Schedule, gemm: Gemm, pads: dict, errs: Col
         # warp specialization: the consumers store C from their registers, converting
         direct = direct or sched.warp_specialize
         # the direct path's lanes too (mma.sync, stages 0: no shared memory to stage C in)
-        direct = direct or sched.path.direct_loads(sched.stages)
+        direct = direct or sched.direct
         updates["epilogue_via"] = "direct" if direct else "shared"
     if sched.path.default_pad and "pad" not in sched.written:
         updates["pad"] = sched.path.default_pad  # wgmma: the 128-byte swizzle it reads
@@ -358,7 +358,7 @@ def _check_shapes(sched: Schedule, target: Target, gemm: Gemm | None, errs: Coll
         _check_xor_lines(sched, gemm, errs)
     if gemm is not None:
         _check_literal_sizes(sched, gemm, errs)
-    if gemm is not None and sched.stages == 0 and not sched.path.direct_loads(0):
+    if gemm is not None and sched.stages == 0 and not sched.direct:
         # With shared-memory tiles a guarded twin covers the edges (tiledsl.lowering.edges); the
         # naive form loads fragments straight from global memory, which cannot be guarded.
         for dim, size, what in ((gemm.m, bm, "M"), (gemm.n, bn, "N"), (gemm.k, bk, "K")):

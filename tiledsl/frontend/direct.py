@@ -30,7 +30,7 @@ DIRECT_K_GROUP = 32
 
 
 def check_direct(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
-    if sched.warps_k > 1 and not sched.path.direct_loads(sched.stages):
+    if sched.warps_k > 1 and not sched.direct:
         errs.add(
             sched.loc("warps_k"),
             f"warps_k {sched.warps_k} gives each team of warps K steps of its own, its "
@@ -38,7 +38,7 @@ def check_direct(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
             "(`mma m16n8k16` with `stages 0`)",
             "write `mma m16n8k16` and `stages 0`, or drop `warps_k`",
         )
-    if not sched.path.direct_loads(sched.stages):
+    if not sched.direct:
         return
     loc = sched.loc("stages")
     a, b = gemm.a, gemm.b

@@ -66,7 +66,7 @@ def refuse_unbuilt(analysis: Analysis, errs: Collector) -> None:
             "__fadd_rn so that it is exact), which the S4000 write-up does not document",
             "drop the epilogue directive for MUSA",
         )
-    converts = s.warp_specialize or s.path.direct_loads(s.stages)  # stores C lane by lane
+    converts = s.warp_specialize or s.direct  # stores C lane by lane
     if s.epilogue_via == "direct" and g.c.dtype != s.accumulate and not converts:
         refuse(
             "epilogue_via",

@@ -115,6 +115,12 @@ class Schedule:
         return self.path.async_depth(self.stages)
 
     @property
+    def direct(self) -> bool:
+        """The direct path: fragments loaded straight from global memory as 16-byte vectors
+        (InstructionPath.direct_loads: mma.sync with `stages 0`)."""
+        return self.path.direct_loads(self.stages)
+
+    @property
     def warps(self) -> tuple[int, int]:
         bm, bn, _ = self.block
         m, n, _ = self.mma

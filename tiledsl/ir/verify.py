@@ -250,9 +250,7 @@ class _Verifier:
         # warp specialization's consumers store C thread by thread, converting, and so do
         # the direct path's lanes (mma.sync with stages 0: tiledsl.emit.mma_sync)
         s = self.kernel.schedule
-        converts = isinstance(stmt, StoreFrag) and (
-            s.warp_specialize or s.path.direct_loads(s.stages)
-        )
+        converts = isinstance(stmt, StoreFrag) and (s.warp_specialize or s.direct)
         if f and tile_dtype and tile_dtype != f.dtype and not converts:
             self.problem(
                 f"{stmt.frag} holds {f.dtype} but its tile is {tile_dtype} "

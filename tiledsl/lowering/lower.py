@@ -66,7 +66,7 @@ def lower(analysis: Analysis) -> KernelIR:
     a, b, acc = FragRef("a"), FragRef("b"), FragRef("acc")
     # The direct path (mma.sync, stages 0: tiledsl.emit.mma_sync) guards its loads and its
     # stores of C, element by element where it must: it runs every size itself.
-    direct = s.path.direct_loads(s.stages)
+    direct = s.direct
     fragments = (
         # A fragment reads its tile in the layout the operand is stored in (which the
         # analysis accepted).
