@@ -94,7 +94,8 @@ SUITES = ROOT / "bench" / "suites"
 #: tiles of 12288 and 22016 weight columns one round of the SMs (one_round_space.tile).
 #: few_tokens_direct's are the direct path's (mma.sync, stages 0: the weights straight from
 #: global memory into the registers, examples/direct/few_tokens_direct.tile), tuned on an
-#: H100 on 2026-12-06 at 1 and 16 tokens.
+#: H100 on 2026-12-06 at 1 and 16 tokens; few_tokens_direct_split's the same with each tile's K
+#: cut into slices, a block each (`split_k`, examples/spaces/few_tokens_direct_split_space.tile).
 SUITE_TUNED = (
     (TUNED / "small_m_cluster.tuned.tile", SUITES / "llama2_7b_cluster_tokens.txt", True),
     (TUNED / "mid_m_cluster.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False),
@@ -102,6 +103,11 @@ SUITE_TUNED = (
     (TUNED / "one_round.tuned.tile", SUITES / "llama2_7b_one_round.txt", False),
     (
         TUNED / "few_tokens_direct.tuned.tile",
+        SUITES / "llama2_7b_few_tokens_swapped.txt",
+        False,
+    ),
+    (
+        TUNED / "few_tokens_direct_split.tuned.tile",
         SUITES / "llama2_7b_few_tokens_swapped.txt",
         False,
     ),

@@ -117,14 +117,14 @@ def test_hgemm_pictures_show_each_pass(tmp_path: Path) -> None:
     assert "+ As" in smem and "pitch 64" in smem and "+ Bs" in smem and "pitch 128" in smem
     assert "__syncthreads()" in smem and "copy.block.sync" in smem
     assert "was: a[0][0] ← A @ (bm * BM, kt * BK) + (wm * MMA_M, kk * MMA_K) 16x16" in smem
-    multi = d / "04-multi-buffering.svg"
+    multi = d / "05-multi-buffering.svg"
     assert "async.wait pending=1" in svg_text(multi)
     assert "__syncthreads()" in struck(multi)  # the two stages-1 barriers give way to one
-    padding = svg_text(d / "06-padding.svg")
+    padding = svg_text(d / "07-padding.svg")
     assert "pitch 64 → 72" in padding and "pitch 128 → 136" in padding
-    swizzle = svg_text(d / "07-swizzle.svg")
+    swizzle = svg_text(d / "08-swizzle.svg")
     assert "row by row (no swizzle) → grouped 8" in swizzle
-    sync = svg_text(d / "08-sync-elimination.svg")
+    sync = svg_text(d / "09-sync-elimination.svg")
     assert "kept: needed: RAW on As (block scope)" in sync
     tiles = svg_text(d / "tiles.svg")
     assert "grouped 8: blocks walk 8 block-rows at a time" in tiles
@@ -138,7 +138,7 @@ def test_hgemm_pictures_show_each_pass(tmp_path: Path) -> None:
 def test_a_removed_barrier_is_struck_through_with_its_reason(tmp_path: Path) -> None:
     text = F16.read_text().replace("sync    all", "sync    minimal")
     draw(F16, tmp_path, text=text)
-    svg = tmp_path / "hgemm_f16" / "08-sync-elimination.svg"
+    svg = tmp_path / "hgemm_f16" / "09-sync-elimination.svg"
     assert struck(svg).count("__syncthreads()") == 1
     assert any(
         line.startswith("WAR: every warp must be done reading As, Bs") for line in struck(svg)
@@ -353,5 +353,5 @@ def test_the_direct_paths_k_teams_are_drawn(tmp_path: Path) -> None:
     tiles = svg_text(d / "tiles.svg")
     assert "1 x 1 warps x 8 K teams" in tiles
     assert "warps_k 8: 8 teams of these warps, team t on the K steps t, t + 8" in tiles
-    teams = svg_text(d / "03-k-teams.svg")
+    teams = svg_text(d / "04-k-teams.svg")
     assert "buffer Ks added" in teams and "(kr * WARPS_K + kteam) * BK" in teams

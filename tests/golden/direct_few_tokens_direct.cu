@@ -58,6 +58,21 @@ __device__ __forceinline__ unsigned direct_word(const uint4& v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+// split_k's ticket of a tile (the block's first thread's): an atomic add at GPU scope whose
+// release orders this block's partial sum (written before the barrier ahead of it) before
+// the tickets drawn after it, and whose acquire orders the partial sums of the tickets drawn
+// before it before this block's reads. The slice that draws the last ticket resets the
+// counter, so that every launch finds the counters as it leaves them: zero.
+__device__ __forceinline__ unsigned take_ticket(unsigned* counter, unsigned slices) {
+    unsigned drawn;
+    asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;\n" : "=r"(drawn) : "l"(counter)
+                 : "memory");
+    if (drawn == slices - 1) {
+        asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\n" :: "l"(counter) : "memory");
+    }
+    return drawn;
+}
+
 // mma m16n8k16, f16 inputs, f32 accumulators
 __device__ __forceinline__ void mma_m16n8k16_f16_f32(float (&d)[4], const unsigned (&a)[4],
                                                const unsigned (&b)[2]) {
@@ -181,7 +196,7 @@ few_tokens_direct(const half* __restrict__ A, const half* __restrict__ B, half* 
         { const float2 v = *reinterpret_cast<const float2*>(&Ks[kt_sum][wm * MMA_M + g][wn * MMA_N + t]); acc[0][0][0] += v.x; acc[0][0][1] += v.y; }
         { const float2 v = *reinterpret_cast<const float2*>(&Ks[kt_sum][wm * MMA_M + g + 8][wn * MMA_N + t]); acc[0][0][2] += v.x; acc[0][0][3] += v.y; }
     }
-    if (kteam == 0) {  // K team 0 stores; the others hold the same sum
+    if (kteam == 0) {  // K team 0; the others hold the same sum
         // acc[0][0] -> C: each lane's elements at rows g, g + 8 and columns t, t + 1, rounded to f16 one by one; only those inside C are written
         if (bm * BM + wm * MMA_M + g < N && bn * BN + wn * MMA_N + t < M) C[(long long)(bn * BN + wn * MMA_N + t) * N + (bm * BM + wm * MMA_M + g)] = __float2half(acc[0][0][0]);
         if (bm * BM + wm * MMA_M + g < N && bn * BN + wn * MMA_N + t + 1 < M) C[(long long)(bn * BN + wn * MMA_N + t + 1) * N + (bm * BM + wm * MMA_M + g)] = __float2half(acc[0][0][1]);
@@ -354,13 +369,191 @@ few_tokens_direct_16(const half* __restrict__ A, const half* __restrict__ B, hal
     for (int i = 0; i < 1; ++i) {
         #pragma unroll
         for (int j = 0; j < 2; ++j) {
-            if (kteam == 0) {  // K team 0 stores; the others hold the same sum
+            if (kteam == 0) {  // K team 0; the others hold the same sum
                 // acc[i][j] -> C: each lane's elements at rows g, g + 8 and columns t, t + 1, rounded to f16 one by one; only those inside C are written
                 if (bm * BM + (wm + i) * MMA_M + g < N && bn * BN + (wn * 2 + j) * MMA_N + t < M) C[(long long)(bn * BN + (wn * 2 + j) * MMA_N + t) * N + (bm * BM + (wm + i) * MMA_M + g)] = __float2half(acc[i][j][0]);
                 if (bm * BM + (wm + i) * MMA_M + g < N && bn * BN + (wn * 2 + j) * MMA_N + t + 1 < M) C[(long long)(bn * BN + (wn * 2 + j) * MMA_N + t + 1) * N + (bm * BM + (wm + i) * MMA_M + g)] = __float2half(acc[i][j][1]);
                 if (bm * BM + (wm + i) * MMA_M + g + 8 < N && bn * BN + (wn * 2 + j) * MMA_N + t < M) C[(long long)(bn * BN + (wn * 2 + j) * MMA_N + t) * N + (bm * BM + (wm + i) * MMA_M + g + 8)] = __float2half(acc[i][j][2]);
                 if (bm * BM + (wm + i) * MMA_M + g + 8 < N && bn * BN + (wn * 2 + j) * MMA_N + t + 1 < M) C[(long long)(bn * BN + (wn * 2 + j) * MMA_N + t + 1) * N + (bm * BM + (wm + i) * MMA_M + g + 8)] = __float2half(acc[i][j][3]);
             }
+        }
+    }
+}
+
+// ---- kernel few_tokens_direct_split: C[m, n] = A[m, k] * B[k, n]
+// B: f16[N, K] row, A: f16[K, M] col, C: f16[N, M] col
+namespace few_tokens_direct_split_schedule {
+// swap_operands (line 56): the kernel computes the transpose, C^T = B^T A^T, of C[m, n] = A[m, k] * B[k, n] as written, over the same memory (the operands above as it sees them): its M runs along C's columns, so block, mma, coarsen and cluster count those first
+// block 16 x 8 x 128 (line 57): the tile one thread block computes, and its K step
+constexpr int BM = 16, BN = 8, BK = 128;
+// mma m16n8k16 (line 58): one mma.sync instruction per fragment; ldmatrix loads A and B (registers in PTX's layout: see the helpers above)
+constexpr int MMA_M = 16, MMA_N = 8, MMA_K = 16;
+// coarsen 1 x 1 (default): 1 x 1 fragment(s) per warp, so 1 x 1 warps
+constexpr int WARPS_M = 1, WARPS_N = 1, WARP_SIZE = 32, THREADS = 256;
+constexpr int WARPS_K = 8;  // warps_k: K teams of WARPS_M x WARPS_N warps, team kteam on the block's K steps kteam, kteam + WARPS_K, ...
+static_assert(WARPS_M * WARPS_N * WARPS_K * WARP_SIZE == THREADS, "one block: WARPS_K teams of WARPS_M x WARPS_N warps");
+// stages 0 (line 59): the direct path: each lane loads 16 bytes of K of its rows straight from global memory into its registers, one vector for two k16 steps (K permuted within 32 columns), guarded: every size runs this kernel
+// warps_k 8 (line 60): 8 K teams of the block's warps, team kteam on K steps kteam, kteam + WARPS_K, ...; their sums meet in Ks, added in team order, and team 0 stores C (k-teams)
+// fragment_buffers 1 (default): one set of A and B fragments, loaded at each fragment step
+// copy sync 16 (default): unused: no shared-memory tiles of A and B
+// split_k 2 (line 61): a block per slice of every tile (tiles x SPLIT_K blocks): block pid computes K steps [k_lo, k_hi) of tile pid / SPLIT_K, stores its partial sum in the workspace and takes a ticket of its tile; the slice that draws the last one adds the SPLIT_K partial sums in slice order (the same bits whichever slice finishes last) and stores C. No block waits for another
+// pad auto (default): unused: no shared-memory tiles of A and B
+constexpr int KS_ROWS = 16, KS_PITCH = 8;  // the K teams' sums, a slot per team: 8 slot(s) of 16 x 8, row-major
+constexpr int SPLIT_K = 2;  // split_k: a block per slice of every tile's K steps (tiles x SPLIT_K blocks); the last slice to finish adds them
+constexpr int TEAM_THREADS = WARPS_M * WARPS_N * WARP_SIZE, PARTIAL_FLOATS = BM * BN;  // a block's partial sum in the workspace: the accumulators of one copy of the block's warps (K team 0's)
+// swizzle none (line 62): block i computes tile (i / tiles_n, i % tiles_n)
+// sync minimal (default): the hazard analysis kept 2 barrier(s) and removed 0 (see --explain-sync)
+// load_order ab (default): B's tile is copied first
+// accumulate f32 (default): fragments accumulate in float
+// epilogue_via direct (default): fragments stored straight to C
+// target cuda sm_90 (line 63): 32-thread warps
+}  // namespace few_tokens_direct_split_schedule
+
+extern "C" __global__
+void __launch_bounds__(few_tokens_direct_split_schedule::THREADS, 1)
+few_tokens_direct_split(const half* __restrict__ A, const half* __restrict__ B, half* __restrict__ C, float* __restrict__ workspace, unsigned* __restrict__ tickets, int M, int N, int K)
+{
+    using namespace few_tokens_direct_split_schedule;
+    extern __shared__ __align__(128) unsigned char smem[];
+    // Ks: the K teams' sums, a slot per team, 4096 bytes at byte 0
+    float (*Ks)[KS_ROWS][KS_PITCH] = reinterpret_cast<float (*)[KS_ROWS][KS_PITCH]>(smem + 0);
+    const int warp = threadIdx.x / WARP_SIZE;
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int kteam = warp / (WARPS_M * WARPS_N);  // warps_k: the warp's K team
+    const int wm = 0, wn = 0;  // the warp's place in its team's tile
+    const int tiles_m = (N + BM - 1) / BM, tiles_n = (M + BN - 1) / BN;
+    const int pid = blockIdx.x;  // a slice of a tile: tiles_m x tiles_n x SPLIT_K blocks
+    // swizzle none: of the tile pid / SPLIT_K, below
+    (void)tiles_m;
+    unsigned* ticket_box = reinterpret_cast<unsigned*>(smem + 4096);  // split_k: the tile's ticket, from thread 0 to the others
+    unsigned a[1][1][4];  // 16x16 A fragments: 4 registers of 2 f16 elements per lane
+    uint4 a_vec[1][1][2];  // direct path: the lane's 16 bytes of K of each of its 2 line(s), for two k16 steps
+    unsigned b[1][1][2];  // 16x8 B fragments: 2 registers of 2 f16 elements per lane
+    uint4 b_vec[1][1][1];  // direct path: the lane's 16 bytes of K of each of its 1 line(s), for two k16 steps
+    float acc[1][1][4];  // accumulators: (g, t..t+1), (g+8, t..t+1)
+    const int g = lane / 4, t = lane % 4 * 2;  // a lane's row and column pair in C
+
+    const int tile = pid / SPLIT_K;
+    const int slice = pid % SPLIT_K;
+    const int k_steps = (K + BK - 1) / BK;
+    const int slice_steps = ((k_steps + SPLIT_K - 1) / SPLIT_K + WARPS_K - 1) / WARPS_K * WARPS_K;
+    const int k_lo = slice * slice_steps;
+    const int k_hi = k_lo + slice_steps;
+    const int bm = tile / tiles_n;
+    const int bn = tile % tiles_n;
+    for (int q = 0; q < 4; ++q) acc[0][0][q] = 0.0f;
+    // rounds of the K teams: team kteam takes K step k_lo + kr * WARPS_K + kteam
+    for (int kr = 0; kr < (k_hi - k_lo + WARPS_K - 1) / WARPS_K; ++kr) {
+        if ((k_lo + kr * WARPS_K + kteam) * BK + BK <= K && K % 8 == 0 && (reinterpret_cast<unsigned long long>(B) | reinterpret_cast<unsigned long long>(A)) % 16 == 0) {  // a K step inside K, on 16 bytes
+            // fragment steps of one block step
+            #pragma unroll
+            for (int kk = 0; kk < 8; ++kk) {
+                {  // a[0][0] <- B: the lane's 16 bytes of K of rows g and g + 8 (K permuted within 32 columns: words 2s, 2s + 1 are step s's)
+                    if (((kk * MMA_K) / 16 % 2) == 0) {  // the group's first step loads its vectors
+                        a_vec[0][0][0] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&B[(long long)(bm * BM + wm * MMA_M + g) * K + ((k_lo + kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2))]), bm * BM + wm * MMA_M + g < N);
+                        a_vec[0][0][1] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&B[(long long)(bm * BM + wm * MMA_M + g + 8) * K + ((k_lo + kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2))]), bm * BM + wm * MMA_M + g + 8 < N);
+                    }
+                    a[0][0][0] = direct_word(a_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 0);
+                    a[0][0][1] = direct_word(a_vec[0][0][1], 2 * ((kk * MMA_K) / 16 % 2) + 0);
+                    a[0][0][2] = direct_word(a_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 1);
+                    a[0][0][3] = direct_word(a_vec[0][0][1], 2 * ((kk * MMA_K) / 16 % 2) + 1);
+                }
+                {  // b[0][0] <- A: the lane's 16 bytes of K of token g (K permuted within 32 columns: words 2s, 2s + 1 are step s's)
+                    if (((kk * MMA_K) / 16 % 2) == 0) {  // the group's first step loads its vectors
+                        b_vec[0][0][0] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&A[(long long)(bn * BN + wn * MMA_N + g) * K + ((k_lo + kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2))]), bn * BN + wn * MMA_N + g < M);
+                    }
+                    b[0][0][0] = direct_word(b_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 0);
+                    b[0][0][1] = direct_word(b_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 1);
+                }
+                mma_m16n8k16_f16_f32(acc[0][0], a[0][0], b[0][0]);
+            }
+        } else {  // the last step of a ragged K, or an operand not on 16 bytes
+            // fragment steps of one block step
+            #pragma unroll
+            for (int kk = 0; kk < 8; ++kk) {
+                {  // a[0][0] <- B: the lane's 16 bytes of K of rows g and g + 8 (K permuted within 32 columns: words 2s, 2s + 1 are step s's)
+                    if (((kk * MMA_K) / 16 % 2) == 0) {  // the group's first step loads its vectors
+                        a_vec[0][0][0] = direct_vector(reinterpret_cast<const unsigned short*>(&B[(long long)(bm * BM + wm * MMA_M + g) * K + ((k_lo + kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2))]), bm * BM + wm * MMA_M + g < N, (k_lo + kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2), K);
+                        a_vec[0][0][1] = direct_vector(reinterpret_cast<const unsigned short*>(&B[(long long)(bm * BM + wm * MMA_M + g + 8) * K + ((k_lo + kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2))]), bm * BM + wm * MMA_M + g + 8 < N, (k_lo + kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2), K);
+                    }
+                    a[0][0][0] = direct_word(a_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 0);
+                    a[0][0][1] = direct_word(a_vec[0][0][1], 2 * ((kk * MMA_K) / 16 % 2) + 0);
+                    a[0][0][2] = direct_word(a_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 1);
+                    a[0][0][3] = direct_word(a_vec[0][0][1], 2 * ((kk * MMA_K) / 16 % 2) + 1);
+                }
+                {  // b[0][0] <- A: the lane's 16 bytes of K of token g (K permuted within 32 columns: words 2s, 2s + 1 are step s's)
+                    if (((kk * MMA_K) / 16 % 2) == 0) {  // the group's first step loads its vectors
+                        b_vec[0][0][0] = direct_vector(reinterpret_cast<const unsigned short*>(&A[(long long)(bn * BN + wn * MMA_N + g) * K + ((k_lo + kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2))]), bn * BN + wn * MMA_N + g < M, (k_lo + kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2), K);
+                    }
+                    b[0][0][0] = direct_word(b_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 0);
+                    b[0][0][1] = direct_word(b_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 1);
+                }
+                mma_m16n8k16_f16_f32(acc[0][0], a[0][0], b[0][0]);
+            }
+        }
+    }
+    // acc[0][0] -> Ks: each lane's elements at rows g, g + 8 and columns t, t + 1
+    *reinterpret_cast<float2*>(&Ks[kteam][wm * MMA_M + g][wn * MMA_N + t]) = make_float2(acc[0][0][0], acc[0][0][1]);
+    *reinterpret_cast<float2*>(&Ks[kteam][wm * MMA_M + g + 8][wn * MMA_N + t]) = make_float2(acc[0][0][2], acc[0][0][3]);
+    __syncthreads();  // RAW: every K team's sum in Ks before the teams add them
+    for (int q = 0; q < 4; ++q) acc[0][0][q] = 0.0f;
+    // in team order
+    #pragma unroll
+    for (int kt_sum = 0; kt_sum < WARPS_K; ++kt_sum) {
+        // acc[0][0] += Ks: each lane's elements at rows g, g + 8 and columns t, t + 1
+        { const float2 v = *reinterpret_cast<const float2*>(&Ks[kt_sum][wm * MMA_M + g][wn * MMA_N + t]); acc[0][0][0] += v.x; acc[0][0][1] += v.y; }
+        { const float2 v = *reinterpret_cast<const float2*>(&Ks[kt_sum][wm * MMA_M + g + 8][wn * MMA_N + t]); acc[0][0][2] += v.x; acc[0][0][3] += v.y; }
+    }
+    if (kteam == 0) {  // K team 0; the others hold the same sum
+        {  // this slice's partial sum, for the slice that finishes last
+            float4* partial = reinterpret_cast<float4*>(workspace) + (pid) * (PARTIAL_FLOATS / 4);
+            #pragma unroll
+            for (int i = 0; i < 1; ++i) {
+                #pragma unroll
+                for (int j = 0; j < 1; ++j) {
+                    #pragma unroll
+                    for (int v = 0; v < 1; ++v) {
+                        __stcg(&partial[((i * 1 + j) * 1 + v) * TEAM_THREADS + threadIdx.x], make_float4(acc[i][j][4 * v + 0], acc[i][j][4 * v + 1], acc[i][j][4 * v + 2], acc[i][j][4 * v + 3]));
+                    }
+                }
+            }
+        }
+    }
+    __syncthreads();  // every thread's partial sum is written before the ticket
+    if (threadIdx.x == 0) *ticket_box = take_ticket(&tickets[tile], SPLIT_K);  // this slice is done: its tile's next ticket
+    __syncthreads();  // every thread reads the ticket after thread 0's acquire
+    const int ticket = *ticket_box;
+    if (ticket + 1 == SPLIT_K) {
+        for (int q = 0; q < 4; ++q) acc[0][0][q] = 0.0f;
+        // every slice's partial sum of the tile, in slice order
+        #pragma unroll
+        for (int c = 0; c < SPLIT_K; ++c) {
+            if (kteam == 0) {  // K team 0; the others hold the same sum
+                {  // slice c's partial sum, in slice order
+                    const float4* partial = reinterpret_cast<const float4*>(workspace) + (tile * SPLIT_K + c) * (PARTIAL_FLOATS / 4);
+                    #pragma unroll
+                    for (int i = 0; i < 1; ++i) {
+                        #pragma unroll
+                        for (int j = 0; j < 1; ++j) {
+                            #pragma unroll
+                            for (int v = 0; v < 1; ++v) {
+                                const float4 sum = __ldcg(&partial[((i * 1 + j) * 1 + v) * TEAM_THREADS + threadIdx.x]);
+                                acc[i][j][4 * v + 0] += sum.x;
+                                acc[i][j][4 * v + 1] += sum.y;
+                                acc[i][j][4 * v + 2] += sum.z;
+                                acc[i][j][4 * v + 3] += sum.w;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if (kteam == 0) {  // K team 0; the others hold the same sum
+            // acc[0][0] -> C: each lane's elements at rows g, g + 8 and columns t, t + 1, rounded to f16 one by one; only those inside C are written
+            if (bm * BM + wm * MMA_M + g < N && bn * BN + wn * MMA_N + t < M) C[(long long)(bn * BN + wn * MMA_N + t) * N + (bm * BM + wm * MMA_M + g)] = __float2half(acc[0][0][0]);
+            if (bm * BM + wm * MMA_M + g < N && bn * BN + wn * MMA_N + t + 1 < M) C[(long long)(bn * BN + wn * MMA_N + t + 1) * N + (bm * BM + wm * MMA_M + g)] = __float2half(acc[0][0][1]);
+            if (bm * BM + wm * MMA_M + g + 8 < N && bn * BN + wn * MMA_N + t < M) C[(long long)(bn * BN + wn * MMA_N + t) * N + (bm * BM + wm * MMA_M + g + 8)] = __float2half(acc[0][0][2]);
+            if (bm * BM + wm * MMA_M + g + 8 < N && bn * BN + wn * MMA_N + t + 1 < M) C[(long long)(bn * BN + wn * MMA_N + t + 1) * N + (bm * BM + wm * MMA_M + g + 8)] = __float2half(acc[0][0][3]);
         }
     }
 }

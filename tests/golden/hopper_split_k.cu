@@ -95,11 +95,11 @@ __device__ __forceinline__ void setmaxnreg_inc() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(REGISTERS));
 }
 
-// split_k's ticket of a tile (the first consumer thread's): an atomic add at GPU scope whose
-// release orders this block's partial sum (written before the consumers' named barrier)
-// before the tickets drawn after it, and whose acquire orders the partial sums of the
-// tickets drawn before it before this block's reads. The slice that draws the last ticket
-// resets the counter, so that every launch finds the counters as it leaves them: zero.
+// split_k's ticket of a tile (the block's first thread's): an atomic add at GPU scope whose
+// release orders this block's partial sum (written before the barrier ahead of it) before
+// the tickets drawn after it, and whose acquire orders the partial sums of the tickets drawn
+// before it before this block's reads. The slice that draws the last ticket resets the
+// counter, so that every launch finds the counters as it leaves them: zero.
 __device__ __forceinline__ unsigned take_ticket(unsigned* counter, unsigned slices) {
     unsigned drawn;
     asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;\n" : "=r"(drawn) : "l"(counter)

@@ -21,6 +21,7 @@ from ..ir.grid import (
     SK_MAX_FILL,
     grid_split_steps,
     grid_vars,
+    padded_split_steps,
     stream_k_piece,
     stream_k_split,
     stream_k_tiles,
@@ -90,17 +91,26 @@ def _split_lines(kernel: KernelIR, size: tuple[int, int, int], sms: int, whose: 
     env, k_steps = _at_size(kernel, size)
     slices = kernel.grid_split
     tiles = env["tiles_m"] * env["tiles_n"]
-    widths = set()
+    # the direct path's slices are whole rounds of its K teams (tiledsl.passes.split_k)
+    direct = kernel.schedule.direct
+    steps_of = (
+        padded_split_steps(Const(k_steps), slices, kernel.schedule.warps_k)
+        if direct
+        else grid_split_steps(Const(k_steps), slices)
+    )
+    widths, last = set(), 0
     for pid in range(slices):  # tile 0's slices: every tile is cut the same way
         at = {"pid": pid}
-        for name, e in grid_split_steps(Const(k_steps), slices).items():
+        for name, e in steps_of.items():
             at[name] = int(evaluate(e, at))
         widths.add(at["k_hi"] - at["k_lo"])
+        last = at["k_hi"]
     steps = f"{min(widths)}" if len(widths) == 1 else f"{min(widths)}-{max(widths)}"
+    past = f"; {last - k_steps} past K, read as zeros" if last > k_steps else ""
     shown = "x".join(map(str, size))
     return [
         f"  the grid at {shown} on {sms} SMs ({whose})",
-        f"    {tiles} tiles in {slices} slices of {steps} K steps ({k_steps} a tile): "
+        f"    {tiles} tiles in {slices} slices of {steps} K steps ({k_steps} a tile{past}): "
         f"{tiles * slices} blocks, {tiles * slices / sms:.2f} per SM; the hardware hands "
         "them to the SMs as earlier ones finish, and no block waits for another",
         "",

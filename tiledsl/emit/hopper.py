@@ -53,6 +53,7 @@ from ..ir.nodes import (
     Wait,
     walk,
 )
+from .partials import accumulator_quads, partial_element, partial_sum
 
 HELPERS = """\
 // Hopper pipelines: TMA tensor copies counted on mbarriers, warp specialization.
@@ -186,22 +187,6 @@ __device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
 }
 """
 
-TICKET_HELPERS = """\
-// split_k's ticket of a tile (the first consumer thread's): an atomic add at GPU scope whose
-// release orders this block's partial sum (written before the consumers' named barrier)
-// before the tickets drawn after it, and whose acquire orders the partial sums of the
-// tickets drawn before it before this block's reads. The slice that draws the last ticket
-// resets the counter, so that every launch finds the counters as it leaves them: zero.
-__device__ __forceinline__ unsigned take_ticket(unsigned* counter, unsigned slices) {
-    unsigned drawn;
-    asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;\\n" : "=r"(drawn) : "l"(counter)
-                 : "memory");
-    if (drawn == slices - 1) {
-        asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\\n" :: "l"(counter) : "memory");
-    }
-    return drawn;
-}
-"""
 
 DIVISOR_HELPERS = """\
 // A value the host computed for this launch (tiledsl.passes.launch_scalars) with the two
@@ -625,49 +610,17 @@ def _fetched_row(k: KernelIR, staged: str) -> list[str]:
 
 
 def _partial(emitter, k: KernelIR, s: PartialStore | PartialAdd) -> list[str]:
-    """Every consumer thread's accumulators to (or plus) slot `s.slot` of the workspace, 4
-    values at a time, thread after thread (each warp's 16-byte accesses side by side); L2
-    only (`.cg`): the other block's SM reads or wrote them, and L1 is not coherent."""
+    """Every consumer thread's accumulators to (or plus) slot `s.slot` of the workspace
+    (tiledsl.emit.partials); a fetched one from the stage slots its producer copied it to."""
+    if not (isinstance(s, PartialAdd) and s.staged is not None):
+        return partial_sum(emitter, k, s, "CONSUMER_THREADS")
+    _, values = partial_element(k, "CONSUMER_THREADS")
     acc = k.fragment_of("accumulator")
-    rows, cols = acc.count
-    quads = acc.rows * acc.cols // k.warp_width // 4  # each thread's values, by 4
-    at = f"partial[((i * {cols} + j) * {quads} + v) * CONSUMER_THREADS + threadIdx.x]"
-    value = [f"{acc.name}[i][j][4 * v + {e}]" for e in range(4)]
-    if isinstance(s, PartialStore):
-        body = [f"__stcg(&{at}, make_float4({', '.join(value)}));"]
-    elif s.staged is not None:  # from the stage slots the producer fetched it into
-        body = [
-            f"const int row = (i * {cols} + j) * {quads} + v;",
-            *_fetched_row(k, f"({emitter.expr(s.staged)})"),
-            "const float4 sum = reinterpret_cast<const float4*>(from)[threadIdx.x];",
-            *(f"{x} += sum.{c};" for x, c in zip(value, "xyzw", strict=True)),
-        ]
-    else:
-        body = [
-            f"const float4 sum = __ldcg(&{at});",
-            *(f"{x} += sum.{c};" for x, c in zip(value, "xyzw", strict=True)),
-        ]
-    const = "const " if isinstance(s, PartialAdd) else ""
-    pointer = (
-        [
-            f"    {const}float4* partial = reinterpret_cast<{const}float4*>(workspace) + "
-            f"({emitter.expr(s.slot)}) * (PARTIAL_FLOATS / 4);"
-        ]
-        if not isinstance(s, PartialAdd) or s.staged is None
-        else []
-    )
-    return [
-        f"{{  // {s.reason}",
-        *pointer,
-        "    #pragma unroll",
-        f"    for (int i = 0; i < {rows}; ++i) {{",
-        "        #pragma unroll",
-        f"        for (int j = 0; j < {cols}; ++j) {{",
-        "            #pragma unroll",
-        f"            for (int v = 0; v < {quads}; ++v) {{",
-        *("                " + x for x in body),
-        "            }",
-        "        }",
-        "    }",
-        "}",
+    quads = acc.rows * acc.cols // k.warp_width // 4
+    body = [
+        f"const int row = (i * {acc.count[1]} + j) * {quads} + v;",
+        *_fetched_row(k, f"({emitter.expr(s.staged)})"),
+        "const float4 sum = reinterpret_cast<const float4*>(from)[threadIdx.x];",
+        *(f"{x} += sum.{c};" for x, c in zip(values, "xyzw", strict=True)),
     ]
+    return accumulator_quads(k, s.reason, [], body)

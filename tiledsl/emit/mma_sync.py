@@ -50,12 +50,16 @@ from ..ir.nodes import (
     KernelIR,
     LoadFrag,
     Mma,
+    PartialAdd,
+    PartialStore,
     SharedTile,
     StoreFrag,
+    Ticket,
     walk,
 )
 from ..ir.paths import MMA_SYNC
 from .lowering import PathLowering
+from .partials import TICKET_HELPERS, partial_sum
 
 #: (role, tile storage layout) -> (ldmatrix helper, lane's row in the tile, its column)
 LDMATRIX = {
@@ -157,6 +161,8 @@ class MmaSyncLowering(PathLowering):
         out = [_LDMATRIX_HELPERS, ""]
         if any(k.schedule.direct for k in kernels):
             out += [_DIRECT_HELPERS, ""]
+        if any(k.grid_split for k in kernels):  # the direct path's split_k
+            out += [TICKET_HELPERS]
         for inputs, acc in sorted({(k.gemm.a.dtype, k.schedule.accumulate) for k in kernels}):
             out += [
                 f"// mma m16n8k16, {inputs} inputs, {acc} accumulators",
@@ -172,6 +178,28 @@ class MmaSyncLowering(PathLowering):
 
     def declarations(self, emitter, k: KernelIR) -> list[str]:
         return declarations(k)
+
+    def constants(self, k: KernelIR) -> list[str]:
+        """The direct path's split_k: the slices, and a block's partial sum."""
+        if not k.grid_split:
+            return []
+        return [
+            f"constexpr int SPLIT_K = {k.grid_split};  // split_k: a block per slice of every "
+            "tile's K steps (tiles x SPLIT_K blocks); the last slice to finish adds them",
+            "constexpr int TEAM_THREADS = WARPS_M * WARPS_N * WARP_SIZE, PARTIAL_FLOATS = BM * "
+            "BN;  // a block's partial sum in the workspace: the accumulators of one copy of the "
+            "block's warps (K team 0's)",
+        ]
+
+    def prologue(self, k: KernelIR) -> list[str]:
+        """split_k: the shared word that hands the ticket from thread 0 to the block."""
+        if not k.grid_split:
+            return []
+        return [
+            *([] if k.buffers else self.shared_memory(k)),
+            f"unsigned* ticket_box = reinterpret_cast<unsigned*>(smem + {k.ticket_box_offset()});"
+            "  // split_k: the tile's ticket, from thread 0 to the others",
+        ]
 
     def loop(self, emitter, k: KernelIR, s) -> list[str] | None:
         if s.role == K_FRAGMENTS and k.schedule.direct:
@@ -276,17 +304,30 @@ def statement(emitter, k: KernelIR, s, interior: bool = False) -> list[str] | No
             name = helper_name(k.gemm.a.dtype, k.fragment(s.acc.name).dtype)
             return [f"{name}({s.acc}, {s.a}, {s.b});"]
         case StoreFrag() if isinstance(s.dst, GlobalTile) and k.schedule.direct:
-            lines = _direct_store(emitter, k, s)
-            if not s.by_team0:
-                return lines
+            return _by_team0(s, _direct_store(emitter, k, s))
+        case PartialStore() | PartialAdd():  # the direct path's split_k
+            return _by_team0(s, partial_sum(emitter, k, s, "TEAM_THREADS"))
+        case Ticket():
             return [
-                "if (kteam == 0) {  // K team 0 stores; the others hold the same sum",
-                *("    " + x for x in lines),
-                "}",
+                f"if (threadIdx.x == 0) *ticket_box = take_ticket(&tickets[{emitter.expr(s.slot)}]"
+                f", SPLIT_K);  // {s.reason}",
+                "__syncthreads();  // every thread reads the ticket after thread 0's acquire",
+                f"const int {s.var} = *ticket_box;",
             ]
         case StoreFrag():
             return _accumulator_elements(emitter, k, s.dst, s.frag, load=False)
     return None
+
+
+def _by_team0(s, lines: list[str]) -> list[str]:
+    """A store of C or a partial sum, by K team 0 alone where the statement says so."""
+    if not s.by_team0:
+        return lines
+    return [
+        "if (kteam == 0) {  // K team 0; the others hold the same sum",
+        *("    " + x for x in lines),
+        "}",
+    ]
 
 
 #: B fragments two at a time (fragments j and j + 1, side by side along N): one

@@ -56,6 +56,7 @@ from ..ir.paths import WGMMA
 from . import hopper
 from .lowering import PathLowering
 from .mma_sync import float_pairs
+from .partials import TICKET_HELPERS
 
 _HELPERS = """\
 // wgmma path (mma m64nNk16, sm_90a): a warpgroup's A and B are read from 128-byte-
@@ -128,7 +129,7 @@ class WgmmaLowering(PathLowering):
             out += [hopper.STORE_HELPERS, ""]
         if any(k.hands_over for k in kernels):  # stream-K's flags, split-K's tickets
             flags = hopper.FLAG_HELPERS if any(k.stream_k for k in kernels) else ""
-            tickets = hopper.TICKET_HELPERS if any(k.grid_split for k in kernels) else ""
+            tickets = TICKET_HELPERS if any(k.grid_split for k in kernels) else ""
             if any(fetch_parts(k) for k in kernels):  # stream_k_aligned's fetched hand-over
                 flags += hopper.FETCH_HELPERS
             out += [flags + tickets + hopper.NAMED_BARRIER_HELPER, ""]

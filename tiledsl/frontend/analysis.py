@@ -433,6 +433,8 @@ def shared_memory_bytes(sched: Schedule, gemm: Gemm, staged_c: bool) -> int:
         end += TICKET_BOX_BYTES if sched.grid_split else 0  # split_k: the ticket's word
     elif end and sched.copy_mode == "tma":
         end += 8 * sched.stages  # `copy tma` alone: a `full` mbarrier per stage
+    if sched.grid_split and sched.direct:  # the direct path's split_k: the ticket's word
+        end = aligned(end, SMEM_ALIGN) + TICKET_BOX_BYTES
     return end + path.smem_slack if end else end
 
 

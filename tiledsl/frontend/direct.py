@@ -12,7 +12,9 @@ directive's location before anything is built:
   as torch keeps them are that, with `swap_operands`;
 * BK a multiple of 32: a vector holds two k16 steps of a lane's row;
 * C stored from the registers (`epilogue_via direct`, its default there), f32
-  accumulators, no epilogue and no `C +=` (not built yet on this path).
+  accumulators, no epilogue and no `C +=` (not built yet on this path);
+* with `split_k S` (a block per slice of K: tiledsl.passes.split_k), no batch (not built
+  yet: a slice's workspace slot is its block's).
 
 `warps_k W` (W teams of the block's warps on K steps of their own, their sums added in
 shared memory: tiledsl.passes.k_teams) needs the direct path: with shared-memory stages
@@ -86,4 +88,11 @@ def check_direct(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
             f"accumulate {sched.accumulate}: the direct path (mma.sync, stages 0) "
             "accumulates in f32 only",
             "write `accumulate f32`, or drop the line",
+        )
+    if sched.grid_split and gemm.batch is not None:
+        errs.add(
+            sched.loc("split_k"),
+            "split_k on a batched product is not built yet on the direct path (each "
+            "block's partial sum has a workspace slot of its own per product, not per batch)",
+            "drop `split_k`, or launch the products one by one",
         )

@@ -36,7 +36,7 @@ def uses_hopper_pipeline(sched: Schedule) -> bool:
         sched.copy_mode == "tma"
         or sched.warp_specialize
         or sched.persistent
-        or sched.grid_split > 0
+        or (sched.grid_split > 0 and not sched.direct)  # the direct path splits on its own
         or sched.cluster_size > 1
         or sched.epilogue_via == "tma"
     )
@@ -61,8 +61,14 @@ def check_hopper(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -
     if not sched.path.feeds_tma_pipeline:
         errs.add(
             loc,
-            f"`{_spelling(where)}` builds Hopper's TMA and warpgroup pipeline, which feeds wgmma",
-            "use a wgmma shape, e.g. `mma m64n128k16`, and `target cuda sm_90`",
+            f"`{_spelling(where)}` builds Hopper's TMA and warpgroup pipeline, which feeds wgmma"
+            + (
+                " (or the direct path's loads, mma.sync with stages 0)"
+                if where == "split_k"
+                else ""
+            ),
+            "use a wgmma shape, e.g. `mma m64n128k16`, and `target cuda sm_90`"
+            + (", or write `mma m16n8k16` and `stages 0`" if where == "split_k" else ""),
         )
         return
     _check_together(sched, errs)

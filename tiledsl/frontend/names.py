@@ -61,7 +61,7 @@ GENERATED = frozenset(
     BETA Cs CS_ROWS CS_COLS CS_PITCH STAGES STAGE_BYTES STORE_COLUMNS PRODUCER_REGISTERS
     CONSUMER_REGISTERS TEAMS CLUSTER_M CLUSTER_N CLUSTER_SIZE SK_PARTS SK_MAX_FILL SPLIT_K
     CONSUMER_THREADS CONSUMERS_BARRIER PARTIAL_FLOATS FLAG_DEFER_STEPS WARPS_K Ks KS_ROWS
-    KS_PITCH BLOCKS_PER_SM K_RUNS RUN_TEAMS"""
+    KS_PITCH BLOCKS_PER_SM K_RUNS RUN_TEAMS TEAM_THREADS"""
     # MUSA's host launcher calls the kernel beside this local
     """ blocks""".split()
 )
@@ -78,7 +78,7 @@ GENERATED_LOCALS = frozenset(
     dp_rounds sk_steps workers slices sk_first sk_last u k_lo k_hi partial sum sk_blocks sk_quotient
     sk_remainder u_tile c_base c_first value multiplier shift tickets ticket ticket_box counter
     drawn slice last_step fetched at part from flag_at handed kteam kr kt_sum vec0 vec1 a_vec b_vec
-    extent inside k_run""".split()
+    extent inside k_run slice_steps""".split()
 )
 
 #: Locals declared `extern` (the dynamic shared memory): they have linkage, so they may not

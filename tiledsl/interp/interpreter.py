@@ -906,6 +906,8 @@ class _Interpreter:
                 "block)"
             )
         ag.blk.races.check_phase()
+        if self.kernel.hands_over:  # the direct path's split_k: it orders the partial stores
+            self.fixups.barrier(ag)
         if s.scope == "block":
             self.stats.block_barriers += 1
         else:
@@ -920,7 +922,7 @@ class _Interpreter:
             slot = checked_int(s.slot, ag.env, "a workspace slot")
             self.fixups.wait(ag, slot, f"{ag.blk.label}{ag.who}")
             return
-        if ag.role != "consumer":
+        if ag.role == "producer" or (ag.role == "block" and self.roles):
             raise InterpreterError(
                 f"`{stmt_text(s)}` outside the consumer role: the hand-over is the consumer "
                 "threads' (their accumulators, their named barrier)"
@@ -931,11 +933,14 @@ class _Interpreter:
             return
         slot = checked_int(s.slot, ag.env, "a workspace slot")
         acc = self.kernel.fragment_of("accumulator").name
+        frags = ag.frags[acc]
+        if getattr(s, "by_team0", False):  # warps_k: K team 0's warps (a view: adds land)
+            frags = frags[: self.kernel.warp_count]
         match s:
             case PartialStore():
-                self.fixups.store(ag, slot, {acc: ag.frags[acc]}, who)
+                self.fixups.store(ag, slot, {acc: frags}, who)
             case PartialAdd():
-                self.fixups.add(ag, slot, {acc: ag.frags[acc]}, who)
+                self.fixups.add(ag, slot, {acc: frags}, who)
             case FlagSignal():
                 self.fixups.signal(ag, slot, who)
             case FlagWait():

@@ -173,6 +173,27 @@ def grid_split_steps(steps: Expr, slices: int) -> dict[str, Expr]:
     }
 
 
+def padded_split_steps(steps: Expr, slices: int, teams: int = 1) -> dict[str, Expr]:
+    """`split_k S` on the direct path (tiledsl.passes.split_k): like `grid_split_steps`, but
+    every slice is `slice_steps` long, ceil(k_steps / S) rounded up to a multiple of the
+    block's K teams (`warps_k W`), so that each team's rounds over the slice end where the
+    slice does; the last slices reach past K, where the direct path's guarded loads read
+    zeros. Slice s takes steps [k_lo, k_hi) = [s * slice_steps, (s + 1) * slice_steps)."""
+    count, k_steps, piece = Const(slices, "SPLIT_K"), Var("k_steps"), Var("slice")
+    length = ceil_div(k_steps, count)
+    if teams > 1:
+        warps_k = Const(teams, "WARPS_K")
+        length = ceil_div(length, warps_k) * warps_k
+    return {
+        "tile": PID // count,
+        "slice": PID % count,
+        "k_steps": steps,
+        "slice_steps": length,
+        "k_lo": piece * Var("slice_steps"),
+        "k_hi": Var("k_lo") + Var("slice_steps"),
+    }
+
+
 #: A stream-K share is at least 1/SK_PARTS of a tile's K steps (or one step).
 SK_PARTS = 4
 #: Stream-K takes the last round's tiles only when they would fill at most SK_MAX_FILL

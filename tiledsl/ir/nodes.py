@@ -490,6 +490,7 @@ class PartialStore:
 
     slot: Expr
     reason: str = ""
+    by_team0: bool = False  # `warps_k`: K team 0's warps alone (every team holds the sum)
 
 
 @dataclass(frozen=True)
@@ -501,6 +502,7 @@ class PartialAdd:
     slot: Expr
     reason: str = ""
     staged: Expr | None = None
+    by_team0: bool = False  # `warps_k`: K team 0's warps alone (they store C)
 
 
 @dataclass(frozen=True)
@@ -746,10 +748,11 @@ class KernelIR:
 
     def ticket_box_offset(self) -> int:
         """`split_k`: the byte offset of the word that hands the ticket from the first
-        consumer thread to the others (tiledsl.ir.nodes.Ticket), after the mbarriers."""
-        offsets = self.mbarrier_offsets()
-        last = max(self.mbarriers, key=lambda m: offsets[m.name])
-        return offsets[last.name] + 8 * last.slots
+        thread to the others (tiledsl.ir.nodes.Ticket), after the shared buffers and the
+        mbarriers (8-byte aligned)."""
+        offsets = buffer_offsets(self)
+        at = max((_aligned(offsets[b.name] + b.size_bytes) for b in self.buffers), default=0)
+        return at + 8 * sum(m.slots for m in self.mbarriers)
 
     def warp_coords(self) -> dict:
         """`warp`, `wm`, `wn` (and, with teams, `team`; with K teams, `kteam`) of every warp

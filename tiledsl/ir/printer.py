@@ -252,14 +252,16 @@ def _pipeline_text(stmt) -> str | None:
         case Wait():
             return f"mbarrier.wait {stmt.bar} parity {_e(stmt.parity)}" + _note(stmt.reason)
         case PartialStore():
-            return f"partial.store workspace[{_e(stmt.slot)}] <- acc" + _note(stmt.reason)
+            team = ", K team 0" if stmt.by_team0 else ""
+            return f"partial.store workspace[{_e(stmt.slot)}] <- acc{team}" + _note(stmt.reason)
         case PartialAdd() if stmt.staged is not None:
             return (
                 f"partial.add acc += workspace[{_e(stmt.slot)}] as fetched into the slots of "
                 f"steps {_e(stmt.staged)} on" + _note(stmt.reason)
             )
         case PartialAdd():
-            return f"partial.add acc += workspace[{_e(stmt.slot)}]" + _note(stmt.reason)
+            team = ", K team 0" if stmt.by_team0 else ""
+            return f"partial.add acc += workspace[{_e(stmt.slot)}]{team}" + _note(stmt.reason)
         case PartialFetch():
             return (
                 f"partial.fetch workspace[{_e(stmt.slot)}] part {stmt.part} -> the slot of step "

@@ -24,6 +24,8 @@ from .nodes import (
     Let,
     LoadFrag,
     Mma,
+    PartialAdd,
+    PartialStore,
     Roles,
     SharedTile,
     StoreFrag,
@@ -226,6 +228,8 @@ class _Verifier:
                         self.uniform(e, "a condition depends on the thread")
                     self.walk(stmt.then, scope)
                     self.walk(stmt.orelse, scope)
+                case PartialStore() | PartialAdd() if stmt.by_team0 and self.kernel.k_teams == 1:
+                    self.problem("a partial sum by K team 0 in a kernel without K teams")
                 case _:  # the roles' handoffs and the fix-up's: their expressions in scope
                     for e in _expressions(stmt):
                         self.expr(e, scope)

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import error
 from ..ir.expr import evaluate
+from ..ir.grid import grid_vars
 from ..ir.nodes import (
     DTYPE_BYTES,
     AsyncCommit,
@@ -42,12 +43,14 @@ from ..ir.nodes import (
     For,
     If,
     KernelIR,
+    Let,
     LoadFrag,
     MmaCommit,
     MmaWait,
     SharedTile,
     Stmt,
     StoreFrag,
+    Ticket,
     async_mma,
     buffer_offsets,
     fragment_tile,
@@ -95,7 +98,9 @@ class _Trace:
         self.offsets = buffer_offsets(kernel)
         bm, bn, bk = kernel.schedule.block
         sizes = kernel.gemm.size_env(bm, bn, steps * bk)
-        self.env = {**sizes, "bm": 0, "bn": 0, **kernel.warp_coords()}
+        # block 0 (a split's Lets map it to its tile and slice)
+        grid = {name: evaluate(e, sizes) for name, e in grid_vars(kernel).items()}
+        self.env = {**sizes, **grid, "pid": 0, "bm": 0, "bn": 0, **kernel.warp_coords()}
         self.pos = 0
         self.accesses: list[_Access] = []
         self.barriers: list[tuple[int, Barrier]] = []
@@ -118,6 +123,10 @@ class _Trace:
                 case If():
                     lhs, rhs = evaluate(s.lhs, self.env), evaluate(s.rhs, self.env)
                     self.run(s.then if (lhs < rhs if s.op == "<" else lhs == rhs) else s.orelse)
+                case Let():
+                    self.env[s.var] = evaluate(s.value, self.env)
+                case Ticket():  # split_k: the last slice's branch, which stores C
+                    self.env[s.var] = s.slices - 1
                 case Barrier():
                     self.barriers.append((self.pos, s))
                 case AsyncCommit():
@@ -159,6 +168,19 @@ class _Trace:
         a = _Access(self.pos, self.pos, lo, hi, write, issuer, private, sig, stmt, buf.name)
         self.accesses.append(a)
         return a
+
+
+def _fix_up_barriers(body) -> set[int]:
+    """The barriers right before a split's ticket (tiledsl.passes.split_k): they order the
+    block's partial stores before the ticket's release."""
+    out: set[int] = set()
+    lists = [body, *(s.body for s in walk(body) if isinstance(s, For))]
+    lists += [b for s in walk(body) if isinstance(s, If) for b in (s.then, s.orelse)]
+    for stmts in lists:
+        for st, after in zip(stmts, stmts[1:], strict=False):
+            if isinstance(st, Barrier) and isinstance(after, Ticket):
+                out.add(id(st))
+    return out
 
 
 def tile_bytes(kernel: KernelIR, offsets: dict[str, int], tile: SharedTile, env) -> tuple[int, int]:
@@ -279,7 +301,15 @@ def _decide(kernel: KernelIR, remove: bool):
         hazards.extend(_hazards(kernel, steps))
     removed: set[int] = set()
     decisions = []
+    hand_overs = _fix_up_barriers(kernel.body)
     for index, b in enumerate(unique, 1):
+        if id(b) in hand_overs:  # global memory, which the shared-memory trace does not see
+            why = (
+                "needed: every thread's partial sum (the global workspace) is written before "
+                "the first thread's ticket releases it to the other slices"
+            )
+            decisions.append(SyncDecision(index, b, True, why))
+            continue
         only = [h for h, covers in hazards if id(b) in covers and not (covers - removed - {id(b)})]
         if only:
             h = only[0]

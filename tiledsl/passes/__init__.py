@@ -35,6 +35,7 @@ def _registry() -> tuple[Pass, ...]:
     from .multi_buffering import multi_buffering
     from .padding import padding
     from .smem_tiling import smem_tiling
+    from .split_k import split_k
     from .swizzle import swizzle
     from .sync_elimination import sync_elimination
     from .tma_copies import tma_copies
@@ -55,6 +56,15 @@ def _registry() -> tuple[Pass, ...]:
             warp_coarsening,
             lambda s: s.coarsen != (1, 1),
             "gives each warp CM x CN fragments, reusing A and B fragments across them",
+        ),
+        Pass(
+            "split-k",
+            "split_k",
+            split_k,
+            lambda s: s.grid_split > 1 and s.direct,
+            "gives each of S blocks a slice of a tile's K steps; the last slice to finish "
+            "adds their partial sums in slice order (the direct path; warp_specialize "
+            "splits in its own pass)",
         ),
         Pass(
             "k-teams",

@@ -42,14 +42,18 @@ from ..ir.nodes import (
     Fill,
     For,
     GlobalTile,
+    If,
     KernelIR,
     Let,
     LoadFrag,
+    PartialAdd,
+    PartialStore,
     SharedBuffer,
     SharedTile,
     StoreFrag,
     expressions,
     map_body,
+    walk,
 )
 
 TEAM_SUMS = "Ks"
@@ -66,22 +70,28 @@ def k_teams(kernel: KernelIR) -> KernelIR:
     k_loop = kernel.body[at]
     assert isinstance(k_loop, For)
     first: tuple[Let, ...] = ()
+    # the block's K steps [start, stop): every step of K, or its slice (`split_k` on the
+    # direct path, tiledsl.passes.split_k, whose slices are whole rounds of the teams)
+    start, steps = k_loop.start, k_loop.stop - k_loop.start
     if s.k_runs == 1:
-        step = Var(ROUND) * teams + Var("kteam")
-        stop = ceil_div(k_loop.stop, teams)
+        step = start + Var(ROUND) * teams + Var("kteam")
+        stop = ceil_div(steps, teams)
         comment = f"rounds of the K teams: team kteam takes K step {ROUND} * WARPS_K + kteam"
     else:
-        run, stop = _runs(k_loop.stop, s.warps_k, s.k_runs)
+        run, stop = _runs(steps, s.warps_k, s.k_runs)
         group = Const(s.warps_k // s.k_runs, "RUN_TEAMS")
-        first = (Let(RUN_START, run),)
+        first = (Let(RUN_START, start + run),)
         step = Var(RUN_START) + Var(ROUND) * group + Var("kteam") % group
         comment = (
             f"rounds of the K teams: team kteam takes step {RUN_START} + {ROUND} * RUN_TEAMS + "
             "kteam % RUN_TEAMS, its run's steps in turn"
         )
+    if start != Const(0):
+        comment = comment.replace("K step", f"K step {start} +", 1)
     rounds = replace(
         k_loop,
         var=ROUND,
+        start=Const(0),
         stop=stop,
         body=map_body(k_loop.body, lambda st: _moved(st, {k_loop.var: step})),
         comment=comment,
@@ -102,14 +112,22 @@ def k_teams(kernel: KernelIR) -> KernelIR:
         every = For(TEAM, Const(0), teams, 1, (adds,), unroll=True, comment="in team order")
         return (Fill(st.frag, 0.0), every)
 
+    def by_team0(st):
+        handed = isinstance(st, (PartialStore, PartialAdd))  # split_k's fix-up
+        return replace(st, by_team0=True) if to_c(st) or handed else st
+
+    # The teams' sums meet right after the K loop, from the places of C's stores (under a
+    # split's fix-up: in the branch of the slice that finishes last); what leaves the block
+    # after that, C or a partial sum, leaves from K team 0.
+    stores = _c_stores(after, to_c)
     body = (
         *kernel.body[:at],
         *first,
         rounds,
-        *map_body(after, sums(Var("kteam"))),
+        *map_body(stores, sums(Var("kteam"))),
         Barrier("block", "RAW: every K team's sum in Ks before the teams add them", loc),
-        *map_body(after, added),
-        *map_body(after, lambda st: replace(st, by_team0=True) if to_c(st) else st),
+        *map_body(stores, added),
+        *map_body(after, by_team0),
     )
     bm, bn, _ = s.block
     buffer = SharedBuffer(
@@ -123,6 +141,18 @@ def k_teams(kernel: KernelIR) -> KernelIR:
         loc,
     )
     return replace(kernel, body=body, buffers=(*kernel.buffers, buffer), k_teams=s.warps_k)
+
+
+def _c_stores(body, to_c) -> tuple:
+    """The statements of `body` that store C (with their fragment loops), looking inside
+    branches: the stores of a split's last slice (tiledsl.passes.split_k)."""
+    out: list = []
+    for st in body:
+        if isinstance(st, If):
+            out += _c_stores(st.then, to_c) + _c_stores(st.orelse, to_c)
+        elif any(to_c(x) for x in walk((st,))):
+            out.append(st)
+    return tuple(out)
 
 
 def _runs(steps, teams: int, runs: int):
