@@ -88,7 +88,8 @@ def test_the_slices_are_whole_rounds_covering_each_step_once(split, teams, steps
 def test_the_ir_slices_the_k_loop_and_ends_in_the_ticketed_fix_up() -> None:
     text = print_ir(kernel(3, 4))
     for line in (
-        "let slice_steps = ((k_steps + SPLIT_K - 1) / SPLIT_K + WARPS_K - 1) / WARPS_K * WARPS_K",
+        "let slice_steps = ((k_steps + SPLIT_K - 1) / SPLIT_K + SLICE_MULTIPLE - 1) / "
+        "SLICE_MULTIPLE * SLICE_MULTIPLE",
         "let k_lo = slice * slice_steps",
         "for kr in [0, (k_hi - k_lo + WARPS_K - 1) / WARPS_K)",
         "(k_lo + kr * WARPS_K + kteam) * BK",

@@ -401,6 +401,7 @@ static_assert(WARPS_M * WARPS_N * WARPS_K * WARP_SIZE == THREADS, "one block: WA
 constexpr int KS_ROWS = 16, KS_PITCH = 8;  // the K teams' sums, a slot per team: 8 slot(s) of 16 x 8, row-major
 constexpr int SPLIT_K = 2;  // split_k: a block per slice of every tile's K steps (tiles x SPLIT_K blocks); the last slice to finish adds them
 constexpr int TEAM_THREADS = WARPS_M * WARPS_N * WARP_SIZE, PARTIAL_FLOATS = BM * BN;  // a block's partial sum in the workspace: the accumulators of one copy of the block's warps (K team 0's)
+constexpr int SLICE_MULTIPLE = 8;  // split_k: a slice's K steps are whole rounds of the K teams (warps_k)
 // swizzle none (line 62): block i computes tile (i / tiles_n, i % tiles_n)
 // sync minimal (default): the hazard analysis kept 2 barrier(s) and removed 0 (see --explain-sync)
 // load_order ab (default): B's tile is copied first
@@ -436,7 +437,7 @@ few_tokens_direct_split(const half* __restrict__ A, const half* __restrict__ B, 
     const int tile = pid / SPLIT_K;
     const int slice = pid % SPLIT_K;
     const int k_steps = (K + BK - 1) / BK;
-    const int slice_steps = ((k_steps + SPLIT_K - 1) / SPLIT_K + WARPS_K - 1) / WARPS_K * WARPS_K;
+    const int slice_steps = ((k_steps + SPLIT_K - 1) / SPLIT_K + SLICE_MULTIPLE - 1) / SLICE_MULTIPLE * SLICE_MULTIPLE;
     const int k_lo = slice * slice_steps;
     const int k_hi = k_lo + slice_steps;
     const int bm = tile / tiles_n;

@@ -189,6 +189,14 @@ class MmaSyncLowering(PathLowering):
             "constexpr int TEAM_THREADS = WARPS_M * WARPS_N * WARP_SIZE, PARTIAL_FLOATS = BM * "
             "BN;  // a block's partial sum in the workspace: the accumulators of one copy of the "
             "block's warps (K team 0's)",
+            *(
+                [
+                    f"constexpr int SLICE_MULTIPLE = {k.schedule.warps_k};  // split_k: a "
+                    "slice's K steps are whole rounds of the K teams (warps_k)"
+                ]
+                if k.schedule.warps_k > 1
+                else []
+            ),
         ]
 
     def prologue(self, k: KernelIR) -> list[str]:

@@ -181,9 +181,9 @@ def padded_split_steps(steps: Expr, slices: int, teams: int = 1) -> dict[str, Ex
     zeros. Slice s takes steps [k_lo, k_hi) = [s * slice_steps, (s + 1) * slice_steps)."""
     count, k_steps, piece = Const(slices, "SPLIT_K"), Var("k_steps"), Var("slice")
     length = ceil_div(k_steps, count)
-    if teams > 1:
-        warps_k = Const(teams, "WARPS_K")
-        length = ceil_div(length, warps_k) * warps_k
+    if teams > 1:  # named apart from WARPS_K, which exists once the k-teams pass has run
+        multiple = Const(teams, "SLICE_MULTIPLE")
+        length = ceil_div(length, multiple) * multiple
     return {
         "tile": PID // count,
         "slice": PID % count,
