@@ -24,6 +24,11 @@ memory, in a fixed order:
 Every team adds the W slots in team order, so every team holds the same bits and team 0
 stores them: **deterministic** (the order depends on W and R alone).
 
+Under `split_k S` (tiledsl.passes.split_k, which runs first) the K loop is the block's
+slice, [k_lo, k_hi), a whole number of the teams' rounds: the rounds start at k_lo, and
+the teams' sums meet before the slice's fix-up, whose partial store and adds, like C's
+store in the last slice's branch, are K team 0's.
+
 `warps_k W runs R` gives the teams' steps another order: R groups of W / R teams
 (RUN_TEAMS), group g on the g-th of R contiguous runs of the steps, its teams on the run's
 steps in turn. With R = 1 the block reads one place along K at a time; with R = 2 two
@@ -76,7 +81,10 @@ def k_teams(kernel: KernelIR) -> KernelIR:
     if s.k_runs == 1:
         step = start + Var(ROUND) * teams + Var("kteam")
         stop = ceil_div(steps, teams)
-        comment = f"rounds of the K teams: team kteam takes K step {ROUND} * WARPS_K + kteam"
+        first_step = "" if start == Const(0) else f"{start} + "
+        comment = (
+            f"rounds of the K teams: team kteam takes K step {first_step}{ROUND} * WARPS_K + kteam"
+        )
     else:
         run, stop = _runs(steps, s.warps_k, s.k_runs)
         group = Const(s.warps_k // s.k_runs, "RUN_TEAMS")
@@ -86,8 +94,6 @@ def k_teams(kernel: KernelIR) -> KernelIR:
             f"rounds of the K teams: team kteam takes step {RUN_START} + {ROUND} * RUN_TEAMS + "
             "kteam % RUN_TEAMS, its run's steps in turn"
         )
-    if start != Const(0):
-        comment = comment.replace("K step", f"K step {start} +", 1)
     rounds = replace(
         k_loop,
         var=ROUND,
