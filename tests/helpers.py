@@ -225,3 +225,36 @@ def check_hand_over_removed(
     bm, bn, bk = k.schedule.block
     with pytest.raises(error[0], match=error[1]):
         interpret_exact(without(k, s), tiles[0] * bm, tiles[1] * bn, 8 * bk, seed=3, schedules=1)
+
+
+def check_split_on_the_gpu(compiled, size) -> None:
+    """A `split_k` kernel (the first of `compiled`) at M x N x K on the GPU: both oracles'
+    exact check, the same bits on three launches, and the tickets left at zero (each
+    launch leaves them as it found them)."""
+    import cupy as cp
+    import numpy as np
+
+    from tiledsl.gpu.runtime import device_arch, launcher, load_module
+    from tiledsl.interp.oracle import check_exact, from_storage, make_inputs, to_storage
+    from tiledsl.ir.targets import build_arch
+
+    k, launch = compiled.kernels[0], compiled.launches[0]
+    run = launcher(load_module(compiled.source, build_arch(device_arch(), (k,))), launch)
+    g = k.gemm.as_written
+    m, n, kk = size
+    inputs = make_inputs(g, m, n, kk, "exact", np.random.default_rng(1))
+    arrays = {
+        g.a.name: cp.asarray(to_storage(g.a, inputs.a)),
+        g.b.name: cp.asarray(to_storage(g.b, inputs.b)),
+        g.c.name: cp.zeros((m, n), cp.float16),
+    }
+    outputs = []
+    for _ in range(3):
+        arrays[g.c.name].fill(0)
+        run(arrays, g.size_env(m, n, kk))
+        outputs.append(cp.asnumpy(arrays[g.c.name]))
+    tile = k.gemm.oriented(k.schedule.block)[:2]
+    check = check_exact(g, inputs, from_storage(g.c, outputs[0], (m, n)), tile, None)
+    assert check.ok, check.detail
+    assert all(np.array_equal(outputs[0].view(np.uint16), o.view(np.uint16)) for o in outputs)
+    assert int(cp.count_nonzero(run.scratch["tickets"])) == 0

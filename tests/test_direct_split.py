@@ -16,9 +16,8 @@ import itertools
 import shutil
 import subprocess
 
-import numpy as np
 import pytest
-from helpers import ROOT, check_error, interpret_exact, without
+from helpers import ROOT, check_error, check_split_on_the_gpu, interpret_exact, without
 
 from tiledsl.driver import compile_file, compile_source
 from tiledsl.frontend.parser import parse
@@ -239,30 +238,4 @@ def test_split_k_in_a_direct_space() -> None:
 def test_split_k_on_the_gpu_is_exact_the_same_every_launch_and_leaves_the_tickets_at_zero(
     size, shape
 ) -> None:
-    import cupy as cp
-
-    from tiledsl.gpu.runtime import device_arch, launcher, load_module
-    from tiledsl.interp.oracle import check_exact, from_storage, make_inputs, to_storage
-    from tiledsl.ir.targets import build_arch
-
-    compiled = compile_source(direct(*shape), "d.tile")
-    k, launch = compiled.kernels[0], compiled.launches[0]
-    run = launcher(load_module(compiled.source, build_arch(device_arch(), (k,))), launch)
-    g = k.gemm.as_written
-    m, n, kk = size
-    inputs = make_inputs(g, m, n, kk, "exact", np.random.default_rng(1))
-    arrays = {
-        g.a.name: cp.asarray(to_storage(g.a, inputs.a)),
-        g.b.name: cp.asarray(to_storage(g.b, inputs.b)),
-        g.c.name: cp.zeros((m, n), cp.float16),
-    }
-    outputs = []
-    for _ in range(3):
-        arrays[g.c.name].fill(0)
-        run(arrays, g.size_env(m, n, kk))
-        outputs.append(cp.asnumpy(arrays[g.c.name]))
-    tile = k.gemm.oriented(k.schedule.block)[:2]
-    check = check_exact(g, inputs, from_storage(g.c, outputs[0], (m, n)), tile, None)
-    assert check.ok, check.detail
-    assert all(np.array_equal(outputs[0].view(np.uint16), o.view(np.uint16)) for o in outputs)
-    assert int(cp.count_nonzero(run.scratch["tickets"])) == 0
+    check_split_on_the_gpu(compile_source(direct(*shape), "d.tile"), size)

@@ -1,14 +1,14 @@
 """split-k on the direct path (`split_k S` with mma.sync and `stages 0`): a block per slice.
 
 A few-token product is a read of its weights, and its tiles are few: 1 x 4096 x 11008 in
-16 x 8 tiles is 512 blocks, each streaming 11008 elements of K from 16 rows. Cutting K
+16 x 8 tiles is 256 blocks, each streaming 11008 elements of K from 16 rows. Cutting K
 into S slices gives the grid S times the blocks and each block 1/S of the run, which
 keeps more of the DRAM's requests in flight at once (docs/probes/direct_read.py: 2 to 4
 blocks on one tile's K read 0.03-0.07 more of the memory bound than one, on an H100).
 
 The grid has tiles x S blocks; block pid computes slice pid % S of tile pid / S
 (tiledsl.ir.grid.padded_split_steps), and each slice ends in the fix-up of the
-warp-specialized split (tiledsl.passes.warp_specialization), which no block waits in:
+warp-specialized split (tiledsl.ir.split), which no block waits in:
 
     for kt in [0, ceil(K / BK)):           for kt in [k_lo, k_hi):
       ... A, B @ kt * BK ...       ==>       ... A, B @ kt * BK ...
@@ -41,16 +41,11 @@ from ..ir.nodes import (
     Barrier,
     Fill,
     For,
-    If,
     KernelIR,
     Let,
-    PartialAdd,
-    PartialStore,
-    Ticket,
     walk,
 )
-
-TILE = Var("tile")
+from ..ir.split import TILE, ticketed_fix_up
 
 
 def split_k(kernel: KernelIR) -> KernelIR:
@@ -70,24 +65,7 @@ def split_k(kernel: KernelIR) -> KernelIR:
         stop=Var("k_hi"),
         comment="this block's slice of the tile's K steps (steps past K read zeros)",
     )
-    count = Const(slices, "SPLIT_K")
-    gather = For(
-        "c",
-        Const(0),
-        count,
-        1,
-        (PartialAdd(TILE * count + Var("c"), "slice c's partial sum, in slice order"),),
-        unroll=True,
-        comment="every slice's partial sum of the tile, in slice order",
-    )
-    stores = kernel.body[at + 1 :]
-    fix_up = (
-        PartialStore(PID, "this slice's partial sum, for the slice that finishes last"),
-        Barrier(
-            "block", "every thread's partial sum is written before the ticket", s.loc("split_k")
-        ),
-        Ticket(TILE, slices, "ticket", "this slice is done: its tile's next ticket"),
-        # the last ticket (S - 1) adds every slice's sum from zero, whichever slice it is
-        If(Var("ticket") + Const(1), "==", count, (*fills, gather, *stores)),
-    )
+    why = "every thread's partial sum is written before the ticket"
+    barrier = Barrier("block", why, s.loc("split_k"))
+    fix_up = ticketed_fix_up(slices, barrier, fills, kernel.body[at + 1 :])
     return replace(kernel, body=(*lets, *fills, piece, *fix_up), grid_split=slices)

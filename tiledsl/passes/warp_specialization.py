@@ -179,7 +179,6 @@ from ..ir.nodes import (
     SharedTile,
     Stmt,
     StoreFrag,
-    Ticket,
     TmaLoad,
     TmaStore,
     TmaStoreWait,
@@ -190,6 +189,7 @@ from ..ir.nodes import (
     tile_loads,
     walk,
 )
+from ..ir.split import ticketed_fix_up
 from ..lowering.edges import guard_c_stores
 from ..models import mbarrier_hazards
 from ..models.registers import role_registers
@@ -591,28 +591,10 @@ def _fix_up(kernel: KernelIR, stores: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
 def _ticketed_fix_up(
     kernel: KernelIR, fills: tuple[Stmt, ...], stores: tuple[Stmt, ...]
 ) -> tuple[Stmt, ...]:
-    """The end of a `split_k S` slice (module text): every slice leaves its partial sum in
-    its workspace slot (pid) and takes a ticket of its tile; the slice that draws the last
-    one adds the S partial sums in slice order (its own from the workspace like the
-    others', so that the order does not depend on which slice came last) and stores C."""
-    slices = kernel.schedule.grid_split
-    count = Const(slices, "SPLIT_K")
-    gather = For(
-        "c",
-        Const(0),
-        count,
-        1,
-        (PartialAdd(TILE * count + Var("c"), "slice c's partial sum, in slice order"),),
-        unroll=True,
-        comment="every slice's partial sum of the tile, in slice order",
-    )
-    last = (*fills, gather, *stores)  # the sum starts from zero, whichever slice adds it
-    return (
-        PartialStore(PID, "this slice's partial sum, for the slice that finishes last"),
-        Barrier("consumers", "every consumer thread's partial sum is written before the ticket"),
-        Ticket(TILE, slices, "ticket", "this slice is done: its tile's next ticket"),
-        If(Var("ticket") + Const(1), "==", count, last),  # the last ticket: S - 1
-    )
+    """The end of a `split_k S` slice (tiledsl.ir.split): the consumers' named barrier
+    orders their partial stores before the first consumer thread's ticket."""
+    why = "every consumer thread's partial sum is written before the ticket"
+    return ticketed_fix_up(kernel.schedule.grid_split, Barrier("consumers", why), fills, stores)
 
 
 def _stream_k_loop(kernel: KernelIR, piece: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
