@@ -131,6 +131,20 @@ def test_the_split_k_kernel_as_an_op_takes_its_workspace_from_the_launcher() -> 
         assert torch.equal(f(x, w), first)
 
 
+def test_the_direct_split_kernels_take_a_linear_weight_and_their_workspace() -> None:
+    """The direct path's split tuned file (`split_k` with `warps_k`: K team 0 hands each
+    slice's sum over) as torch calls a Linear layer, under torch.compile: the dispatch
+    table's kernel at one and 16 tokens and a ragged width, the same bits on every call."""
+    tuned = EXAMPLES / "tuned" / "few_tokens_direct_split.tuned.tile"
+    op = tiledsl.torch.register(tuned, "direct_split")
+    f = torch.compile(lambda x, w: op(x, w.t()), fullgraph=True)
+    for tokens, n, k in ((1, 4096, 512), (16, 4096, 512), (5, 1000, 264)):
+        x, w = ints(16, (tokens, k)), ints(17, (n, k))  # |sum| <= 4 K: exact in f16
+        first = f(x, w)
+        assert torch.equal(first.double(), exact(x, w.t()))
+        assert torch.equal(f(x, w), first)
+
+
 def test_a_name_is_bound_to_one_kernel(hgemm_op) -> None:
     assert tiledsl.torch.register(hgemm_op_kernel(), "test_hgemm_again") is not None
     with pytest.raises(ArgumentError) as err:
