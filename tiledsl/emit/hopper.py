@@ -53,7 +53,7 @@ from ..ir.nodes import (
     Wait,
     walk,
 )
-from .partials import accumulator_quads, partial_element, partial_sum
+from .partials import accumulator_quads, partial_element, partial_row, partial_sum
 
 HELPERS = """\
 // Hopper pipelines: TMA tensor copies counted on mbarriers, warp specialization.
@@ -615,10 +615,8 @@ def _partial(emitter, k: KernelIR, s: PartialStore | PartialAdd) -> list[str]:
     if not (isinstance(s, PartialAdd) and s.staged is not None):
         return partial_sum(emitter, k, s, "CONSUMER_THREADS")
     _, values = partial_element(k, "CONSUMER_THREADS")
-    acc = k.fragment_of("accumulator")
-    quads = acc.rows * acc.cols // k.warp_width // 4
     body = [
-        f"const int row = (i * {acc.count[1]} + j) * {quads} + v;",
+        f"const int row = {partial_row(k)};",
         *_fetched_row(k, f"({emitter.expr(s.staged)})"),
         "const float4 sum = reinterpret_cast<const float4*>(from)[threadIdx.x];",
         *(f"{x} += sum.{c};" for x, c in zip(values, "xyzw", strict=True)),

@@ -31,13 +31,19 @@ __device__ __forceinline__ unsigned take_ticket(unsigned* counter, unsigned slic
 """
 
 
+def partial_row(k: KernelIR) -> str:
+    """The row of the slot that holds every thread's 4 values `v` of fragment (i, j): a
+    row is one float4 per thread, thread after thread."""
+    acc = k.fragment_of("accumulator")
+    quads = acc.rows * acc.cols // k.warp_width // 4  # each thread's values, by 4
+    return f"(i * {acc.count[1]} + j) * {quads} + v"
+
+
 def partial_element(k: KernelIR, threads: str) -> tuple[str, list[str]]:
-    """(the index of a thread's 4 values `v` of fragment (i, j) among the slot's float4s,
+    """(the index of the thread's 4 values `v` of fragment (i, j) among the slot's float4s,
     those 4 values in its registers)."""
     acc = k.fragment_of("accumulator")
-    cols = acc.count[1]
-    quads = acc.rows * acc.cols // k.warp_width // 4  # each thread's values, by 4
-    index = f"((i * {cols} + j) * {quads} + v) * {threads} + threadIdx.x"
+    index = f"({partial_row(k)}) * {threads} + threadIdx.x"
     return index, [f"{acc.name}[i][j][4 * v + {e}]" for e in range(4)]
 
 
