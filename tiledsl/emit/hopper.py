@@ -187,7 +187,6 @@ __device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
 }
 """
 
-
 DIVISOR_HELPERS = """\
 // A value the host computed for this launch (tiledsl.passes.launch_scalars) with the two
 // constants that divide by it without a divide instruction (tiledsl.ir.divisors):

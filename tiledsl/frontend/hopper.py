@@ -59,16 +59,13 @@ def check_hopper(sched: Schedule, target: Target, gemm: Gemm, errs: Collector) -
     )
     loc = sched.loc(where)
     if not sched.path.feeds_tma_pipeline:
+        split = where == "split_k"  # which the direct path builds too
         errs.add(
             loc,
             f"`{_spelling(where)}` builds Hopper's TMA and warpgroup pipeline, which feeds wgmma"
-            + (
-                " (or the direct path's loads, mma.sync with stages 0)"
-                if where == "split_k"
-                else ""
-            ),
+            + (" (or the direct path's loads, mma.sync with stages 0)" if split else ""),
             "use a wgmma shape, e.g. `mma m64n128k16`, and `target cuda sm_90`"
-            + (", or write `mma m16n8k16` and `stages 0`" if where == "split_k" else ""),
+            + (", or write `mma m16n8k16` and `stages 0`" if split else ""),
         )
         return
     _check_together(sched, errs)

@@ -21,8 +21,10 @@ of its A and B tiles are asynchronous the same way, from the issue until the
 `wgmma.wait_group` that retires their group.
 
 A barrier is redundant when every hazard it orders is also ordered by another
-barrier that stays. Each barrier's decision comes with the hazard that keeps it
-(or the reason it goes), for `tiledsl compile --explain-sync`.
+barrier that stays. One buffer outside shared memory is traced the same way: split_k's
+workspace on the direct path, written by every warp's partial store and released by
+thread 0's ticket, which a block barrier must order. Each barrier's decision comes with
+the hazard that keeps it (or the reason it goes), for `tiledsl compile --explain-sync`.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from ..ir.nodes import (
     LoadFrag,
     MmaCommit,
     MmaWait,
+    PartialStore,
     SharedTile,
     Stmt,
     StoreFrag,
@@ -59,6 +62,8 @@ from ..ir.nodes import (
 from ..ir.printer import stmt_text
 
 INF = 1 << 60
+#: The byte range the trace gives split_k's workspace: apart from every shared buffer's.
+WORKSPACE = (-1, 0)
 
 
 @dataclass
@@ -68,7 +73,7 @@ class _Access:
     lo: int
     hi: int  # byte range [lo, hi)
     write: bool
-    issuer: str  # "threads", "lanes" or "warp"
+    issuer: str  # "threads", "lanes", "warp" or "thread 0" (split_k's ticket)
     private: bool  # inside the issuing warp's own slot of a per-warp buffer
     signature: tuple  # copies with one signature give each element to the same thread
     stmt: object
@@ -125,7 +130,10 @@ class _Trace:
                     self.run(s.then if (lhs < rhs if s.op == "<" else lhs == rhs) else s.orelse)
                 case Let():
                     self.env[s.var] = evaluate(s.value, self.env)
-                case Ticket():  # split_k: the last slice's branch, which stores C
+                case PartialStore():  # split_k's hand-over (tiledsl.passes.split_k)
+                    self._workspace(s, write=True, issuer="warp")
+                case Ticket():  # its release; then the last slice's branch, which stores C
+                    self._workspace(s, write=False, issuer="thread 0")
                     self.env[s.var] = s.slices - 1
                 case Barrier():
                     self.barriers.append((self.pos, s))
@@ -161,6 +169,13 @@ class _Trace:
                             a.end = INF  # read by the tensor cores until its group retires
                             self.mma_uncommitted.append(a)
 
+    def _workspace(self, stmt, write: bool, issuer: str) -> None:
+        """split_k's partial sum in the global workspace, as one more buffer (its bytes
+        apart from shared memory's): every warp writes it, thread 0's ticket releases it
+        to the other slices, so a block barrier must order the two."""
+        a = _Access(self.pos, self.pos, *WORKSPACE, write, issuer, False, (), stmt, "workspace")
+        self.accesses.append(a)
+
     def _access(self, tile: SharedTile, write: bool, issuer: str, sig: tuple, stmt) -> _Access:
         buf = self.k.buffer(tile.buffer)
         lo, hi = tile_bytes(self.k, self.offsets, tile, self.env)
@@ -168,19 +183,6 @@ class _Trace:
         a = _Access(self.pos, self.pos, lo, hi, write, issuer, private, sig, stmt, buf.name)
         self.accesses.append(a)
         return a
-
-
-def _fix_up_barriers(body) -> set[int]:
-    """The barriers right before a split's ticket (tiledsl.passes.split_k): they order the
-    block's partial stores before the ticket's release."""
-    out: set[int] = set()
-    lists = [body, *(s.body for s in walk(body) if isinstance(s, For))]
-    lists += [b for s in walk(body) if isinstance(s, If) for b in (s.then, s.orelse)]
-    for stmts in lists:
-        for st, after in zip(stmts, stmts[1:], strict=False):
-            if isinstance(st, Barrier) and isinstance(after, Ticket):
-                out.add(id(st))
-    return out
 
 
 def tile_bytes(kernel: KernelIR, offsets: dict[str, int], tile: SharedTile, env) -> tuple[int, int]:
@@ -267,10 +269,17 @@ class HazardError(Exception):
 
 def _who(a: _Access, kernel: KernelIR) -> str:
     """The access, who issues it, and the `.tile` directive it comes from."""
-    actor = {"threads": "all threads", "lanes": "the warp's lanes", "warp": "each warp"}[a.issuer]
+    actor = {
+        "threads": "all threads",
+        "lanes": "the warp's lanes",
+        "warp": "each warp",
+        "thread 0": "thread 0",
+    }[a.issuer]
     s = kernel.schedule
     if isinstance(a.stmt, Copy):
         loc = a.stmt.loc
+    elif a.buffer == "workspace":  # the split's hand-over
+        loc = s.loc("split_k")
     else:  # fragment ops: the mma directive (or, by default, the kernel)
         loc = s.loc("mma")
     return f"`{stmt_text(a.stmt)}` ({actor}; from {loc})"
@@ -301,15 +310,7 @@ def _decide(kernel: KernelIR, remove: bool):
         hazards.extend(_hazards(kernel, steps))
     removed: set[int] = set()
     decisions = []
-    hand_overs = _fix_up_barriers(kernel.body)
     for index, b in enumerate(unique, 1):
-        if id(b) in hand_overs:  # global memory, which the shared-memory trace does not see
-            why = (
-                "needed: every thread's partial sum (the global workspace) is written before "
-                "the first thread's ticket releases it to the other slices"
-            )
-            decisions.append(SyncDecision(index, b, True, why))
-            continue
         only = [h for h, covers in hazards if id(b) in covers and not (covers - removed - {id(b)})]
         if only:
             h = only[0]
