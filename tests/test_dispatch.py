@@ -7,6 +7,7 @@ and `tiledsl run`."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,15 @@ from helpers import cli, kernel_text
 import tiledsl
 from tiledsl.driver import compile_source
 from tiledsl.errors import UsageError
-from tiledsl.tune.dispatch import Entry, Table, choose_kernel, read_suite, read_table, table_path
+from tiledsl.tune.dispatch import (
+    Entry,
+    Pick,
+    Table,
+    choose_kernel,
+    read_suite,
+    read_table,
+    table_path,
+)
 from tiledsl.tune.record import Result
 from tiledsl.tune.suite import tune_suite
 
@@ -55,17 +64,35 @@ def table(*entries: tuple[tuple[int, int, int], str]) -> Table:
 
 def test_the_shape_itself_else_the_nearest_tuned_shape_that_covers_it() -> None:
     t = table(((64, 4096, 4096), "small"), ((2048, 4096, 4096), "large"))
-    assert t.pick((64, 4096, 4096)) == ("small", "tuned at 64x4096x4096")
-    name, why = t.pick((1024, 4096, 4096))  # log2 distance 1 to 2048, 4 to 64
-    assert name == "large" and why.startswith("the nearest tuned shape, 2048x4096x4096")
-    assert t.pick((128, 4096, 4096))[0] == "small"  # 1 from 64, 4 from 2048
-    assert t.pick((1024, 4096, 4096), covering={"small"})[0] == "small"
+    assert t.pick((64, 4096, 4096)) == Pick("small", "tuned at 64x4096x4096")
+    picked = t.pick((1024, 4096, 4096))  # log2 distance 1 to 2048, 4 to 64
+    assert picked.kernel == "large" and not picked.far
+    assert picked.why == "the nearest tuned shape, 2048x4096x4096 (log2 distance 1.00)"
+    assert t.pick((128, 4096, 4096)).kernel == "small"  # 1 from 64, 4 from 2048
+    assert t.pick((1024, 4096, 4096), covering={"small"}).kernel == "small"
     assert t.pick((1024, 4096, 4096), covering=set()) is None
+
+
+def test_a_shape_far_from_every_tuned_shape_is_picked_and_called_far() -> None:
+    """Past FAR (a factor of four in one dimension) the nearest kernel still runs, and the
+    pick says that nothing was timed near the shape, with the table's range."""
+    t = table(((1, 12288, 4096), "few"), ((16, 4096, 11008), "more"))
+    assert not t.pick((64, 4096, 11008)).far  # log2 distance 2: a factor of four
+    assert t.pick((65, 4096, 11008)).far
+    picked = t.pick((4095, 4097, 4099))
+    assert picked.kernel == "more" and picked.far
+    assert picked.why == (
+        "the nearest tuned shape, 16x4096x11008 (log2 distance 9.43); far from every shape "
+        "the table was tuned at (M 1-16, N 4096-12288, K 4096-11008): its speed at "
+        "4095x4097x4099 is unmeasured; add the shape to the suite (`tiledsl tune SPACE "
+        "--sizes SUITE`) or load a file tuned near it"
+    )
+    assert table(((64, 256, 128), "k")).span() == "M 64, N 256, K 128"
 
 
 def test_a_tie_goes_to_the_first_entry() -> None:
     t = table(((512, 512, 512), "a"), ((2048, 512, 512), "b"))
-    assert t.pick((1024, 512, 512))[0] == "a"
+    assert t.pick((1024, 512, 512)).kernel == "a"
 
 
 def test_reading_a_suite_and_its_errors(tmp_path: Path) -> None:
@@ -197,11 +224,41 @@ def test_load_check_and_run_follow_the_table(tmp_path: Path, capsys) -> None:
     assert ran.out.count("PASS") >= 2
 
 
+def test_a_call_far_from_every_tuned_shape_warns_once_and_runs(tmp_path: Path, capsys) -> None:
+    """tiledsl.load's callable at a shape far from the table's (64 and 512 x 256 x 128):
+    the nearest kernel runs, exactly, and a TileWarning says so once for that shape; check
+    --size says it too. A shape near a tuned one runs without a word."""
+    assert suite_run(tmp_path, SizeAwareTimer())[0] == 0
+    out = tmp_path / "space.tuned.tile"
+    k = tiledsl.load(out)
+    rng = np.random.default_rng(5)
+    b = rng.integers(-2, 3, (128, 64)).astype(np.float16)
+    far = rng.integers(-2, 3, (4, 128)).astype(np.float16)  # 4 x 64 x 128: distance 6
+    with pytest.warns(tiledsl.TileWarning) as caught:
+        got = k(far, b)
+    assert np.array_equal(got, far.astype(np.float64) @ b.astype(np.float64))
+    assert len(caught) == 1
+    assert str(caught[0].message).startswith(
+        f"{out}: 4x64x128 takes k_1: the dispatch table's pick, the nearest tuned shape, "
+        "64x256x128 (log2 distance 6.00); far from every shape the table was tuned at "
+        "(M 64-512, N 256, K 128)"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same shape again: the plan kept, no warning
+        k(far, b)
+        near = rng.integers(-2, 3, (100, 128)).astype(np.float16)
+        k(near, rng.integers(-2, 3, (128, 256)).astype(np.float16))
+    shown = cli(["check", out, "--size", "4x64x128"], capsys)
+    assert shown.code == 0
+    assert "far from every shape the table was tuned at (M 64-512, N 256, K 128)" in shown.out
+
+
 def test_without_a_table_the_first_kernel_that_covers_a_size_without_its_twin() -> None:
     two = kernel_text("block 128 x 64 x 32", "stages 2", name="big") + kernel_text(
         "block 64 x 64 x 32", "stages 2", name="small"
     )
     kernels = compile_source(two, "two.tile").kernels
-    assert choose_kernel(kernels, (128, 64, 32))[0].name == "big"
-    chosen, why, _ = choose_kernel(kernels, (64, 64, 32))
-    assert chosen.name == "small" and "without its guarded twin" in why
+    assert choose_kernel(kernels, (128, 64, 32)).kernel.name == "big"
+    chosen = choose_kernel(kernels, (64, 64, 32))
+    assert chosen.kernel.name == "small" and "without its guarded twin" in chosen.why
+    assert not chosen.far

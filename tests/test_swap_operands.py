@@ -266,6 +266,8 @@ TABLE = """{"tile": "two.tile", "entries": [
 """
 
 
+# the calls run tiny shapes against a table tuned at 4096 x 4096: far, and said so
+@pytest.mark.filterwarnings("ignore::tiledsl.TileWarning")
 def test_a_file_mixing_swapped_and_plain_kernels_dispatches_as_written(tmp_path, capsys) -> None:
     path = tmp_path / "two.tile"
     path.write_text(TWO)

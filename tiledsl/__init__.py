@@ -17,8 +17,17 @@ __version__ = "0.1.0"
 
 from .api import ArgumentError, load
 from .driver import compile_file, compile_source, lower_file
+from .errors import TileWarning
 
-__all__ = ["ArgumentError", "compile_file", "compile_source", "load", "lower_file", "__version__"]
+__all__ = [
+    "ArgumentError",
+    "TileWarning",
+    "compile_file",
+    "compile_source",
+    "load",
+    "lower_file",
+    "__version__",
+]
 
 
 def __getattr__(name: str):

@@ -132,6 +132,11 @@ class UsageError(Exception):
     """A command-line mistake (exit status 2), not a problem in the file."""
 
 
+class TileWarning(UserWarning):
+    """Something a call should know but that does not stop it: e.g. a dispatch table that
+    picks a kernel for a shape far from every shape it was tuned at."""
+
+
 class ToolchainError(Exception):
     """A compiler failed on generated code: carries its log, the source path and the command."""
 

@@ -371,7 +371,7 @@ def picked(tile: str, size) -> str:
 
     table = read_table(table_path(Path(tile)))
     assert table is not None, f"no dispatch table beside {tile}"
-    return table.pick(size)[0]
+    return table.pick(size).kernel
 
 
 def with_grid_times(run, factor: int):

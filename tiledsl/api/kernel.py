@@ -20,6 +20,7 @@ epilogue has them, as torch's addmm gives), computed by the arrays' own library
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -28,7 +29,7 @@ import numpy as np
 
 from ..driver import Compiled, compile_file, compile_source
 from ..emit.launch import Launch, runtime_scalars
-from ..errors import UsageError
+from ..errors import TileWarning, UsageError
 from ..ir.dtypes import decode, encode
 from ..ir.epilogue import Epilogue
 from ..ir.expr import Const
@@ -108,6 +109,8 @@ class Choice:
     launch: Launch
     sizes: dict[str, int]
     why: str
+    # the dispatch table's pick from a tuned shape far from this one (tune.dispatch.FAR)
+    far: bool = False
 
 
 @dataclass
@@ -175,18 +178,19 @@ class Kernel:
             offered = self.compiled.for_device(arch)
             candidates = tuple(kern for kern in self.kernels if kern in offered) or candidates
         try:
-            chosen, why, params = choose_kernel(candidates, size, batch, self.table)
+            picked = choose_kernel(candidates, size, batch, self.table)
         except SizeError as err:
             raise ArgumentError(
                 f"no kernel of {self.compiled.file} runs {m}x{n}x{k}: {err}"
             ) from None
+        chosen, why = picked.kernel, picked.why
         run, launch = variant(chosen, self._launch(chosen), size)
         if run is not chosen:
             why += (
                 f"; its guarded twin {run.name}: {m}x{n}x{k} is not a multiple of its block "
                 f"tile {'x'.join(map(str, chosen.schedule.block))}"
             )
-        return Choice(run, launch, params, why)
+        return Choice(run, launch, picked.params, why, picked.far)
 
     def explain(self, m: int, n: int, k: int, batch: int = 1, arch: str | None = None) -> str:
         """Which kernel M x N x K takes (on a GPU of `arch`, e.g. "sm_90": see choose), why,
@@ -368,6 +372,12 @@ class Kernel:
 
             arch = device_arch()
         choice = self.choose(m, n, k, batch, arch)
+        if choice.far:  # once per shape: the plan is kept for the arrays' signature
+            warnings.warn(
+                f"{self.compiled.file}: {m}x{n}x{k} takes {choice.why}",
+                TileWarning,
+                stacklevel=3,  # the caller's line: __call__, then _plan
+            )
         return Plan(choice, shape, (m, n, k), batch, first.library, first.device)
 
 

@@ -87,13 +87,13 @@ def check_source(
 
         table = table_beside(file, compiled.kernels)
         try:
-            chosen, why, _ = choose_kernel(tuple(kernels), size, 1, table)
+            picked = choose_kernel(tuple(kernels), size, 1, table)
         except SizeError as err:
             raise UsageError(
                 f"no kernel of {file} runs {'x'.join(map(str, size))}: {err}"
             ) from None
-        takes = f"{'x'.join(map(str, size))} takes {why}\n\n"
-        kernels = [chosen]
+        takes = f"{'x'.join(map(str, size))} takes {picked.why}\n\n"
+        kernels = [picked.kernel]
     elif size is not None:
         from .run import SizeError, check_size
 

@@ -6,13 +6,20 @@ found it. The table lives beside the file, `NAME.dispatch.json` for `NAME.tile`:
                                  "ms": 0.083, "tflops": 828.3, "point": "block=128x256x64"}]}
 
     table = read_table(table_path(tile))         # None when there is none
-    name, why = table.pick((m, n, k), covering)  # covering: the kernels that can run it
+    pick = table.pick((m, n, k), covering)  # covering: the kernels that can run it
+    pick.kernel, pick.why, pick.far
 
 The rule (`pick`): the shape itself if it was tuned; otherwise the nearest tuned shape
 whose kernel covers this one, the distance being the sum over M, N and K of |log2| of
 their ratios (2048 is as near 4096 as 8192 is, and a factor in M counts as one in N); a
 tie goes to the entry written first. None when no entry's kernel covers the shape (the
 file's own rule then applies: the first kernel that covers it without its guarded twin).
+
+A shape more than FAR from every tuned shape still gets the nearest one's kernel, but the
+pick says it is `far`: nothing was timed near it, and a file tuned for few tokens can run
+thousands of them several times slower than one tuned there (a few-token table's kernel
+ran 4095 x 4097 x 4099 at 0.18x cuBLAS). `tiledsl check --size`, `run` and `bench` print
+the why; `tiledsl.load`'s callable warns once per shape (TileWarning).
 """
 
 from __future__ import annotations
@@ -32,6 +39,10 @@ RULE = (
     "the shape itself if it was tuned, else the nearest tuned shape whose kernel covers it "
     "(distance: the sum of |log2| of the M, N and K ratios; a tie: the first entry)"
 )
+
+#: The log2 distance past which a nearest tuned shape is called far: a factor of four in
+#: one of M, N and K (or of two in two of them) from every shape the table was timed at.
+FAR = 2.0
 
 
 @dataclass(frozen=True)
@@ -53,27 +64,51 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class Pick:
+    """The table's kernel for a shape, why, and whether every tuned shape is far from it."""
+
+    kernel: str
+    why: str
+    far: bool = False
+
+
+@dataclass(frozen=True)
 class Table:
     tile: str  # the .tile file whose kernels the entries name
     entries: tuple[Entry, ...]
     device: str = ""
     compiler: str = ""
 
-    def pick(self, size: Size, covering: set[str] | None = None) -> tuple[str, str] | None:
-        """(kernel name, why) for `size` among the entries whose kernel is in `covering`
-        (None: every entry), or None when there is none."""
+    def pick(self, size: Size, covering: set[str] | None = None) -> Pick | None:
+        """The kernel for `size` among the entries whose kernel is in `covering` (None:
+        every entry), or None when there is none."""
         usable = [e for e in self.entries if covering is None or e.kernel in covering]
         for e in usable:
             if e.size == size:
-                return e.kernel, f"tuned at {_text(size)}"
+                return Pick(e.kernel, f"tuned at {_text(size)}")
         if not usable:
             return None
         nearest = min(usable, key=lambda e: distance(e.size, size))  # min keeps the first
-        return (
+        gap = distance(nearest.size, size)
+        why = f"the nearest tuned shape, {_text(nearest.size)} (log2 distance {gap:.2f})"
+        if gap <= FAR:
+            return Pick(nearest.kernel, why)
+        return Pick(
             nearest.kernel,
-            f"the nearest tuned shape, {_text(nearest.size)} (log2 distance "
-            f"{distance(nearest.size, size):.2f})",
+            f"{why}; far from every shape the table was tuned at ({self.span()}): its speed "
+            f"at {_text(size)} is unmeasured; add the shape to the suite (`tiledsl tune "
+            "SPACE --sizes SUITE`) or load a file tuned near it",
+            far=True,
         )
+
+    def span(self) -> str:
+        """The range of the tuned shapes, dimension by dimension: "M 1-16, N 4096-22016"."""
+        parts = []
+        for axis, name in enumerate("MNK"):
+            low = min(e.size[axis] for e in self.entries)
+            high = max(e.size[axis] for e in self.entries)
+            parts.append(f"{name} {low}" + (f"-{high}" if high != low else ""))
+        return ", ".join(parts)
 
     def to_json(self) -> dict:
         return {
@@ -113,10 +148,10 @@ def assign_sizes(
     out = []
     for size in sizes:
         try:
-            kernel, why, _ = choose_kernel(kernels, size, batch, table)
+            chosen = choose_kernel(kernels, size, batch, table)
         except SizeError as err:
             raise SizeError(f"{_text(size)}: {err}") from None
-        out.append((size, kernel, why))
+        out.append((size, chosen.kernel, chosen.why))
     return out
 
 
@@ -190,9 +225,20 @@ def read_suite(path: Path) -> list[Size]:
     return sizes
 
 
+@dataclass(frozen=True)
+class Chosen:
+    """The kernel of a file that runs a size, why, its size parameters, and whether the
+    dispatch table chose it from a tuned shape far from this one (Pick.far)."""
+
+    kernel: KernelIR
+    why: str
+    params: dict[str, int]
+    far: bool = False
+
+
 def choose_kernel(
     kernels: tuple[KernelIR, ...], size: Size, batch: int = 1, table: Table | None = None
-) -> tuple[KernelIR, str, dict[str, int]]:
+) -> Chosen:
     """The kernel of a file that runs `size` (before the guarded twin is chosen for it), why,
     and its size parameters: the table's pick among the kernels that can run the size,
     else the first of those that covers it without its guarded twin, else the first.
@@ -213,9 +259,13 @@ def choose_kernel(
     if table is not None:
         picked = table.pick(size, {k.name for k in covering})
         if picked is not None:
-            name, why = picked
-            chosen = next(k for k in covering if k.name == name)
-            return chosen, f"{name}: the dispatch table's pick, {why}", params[name]
+            chosen = next(k for k in covering if k.name == picked.kernel)
+            return Chosen(
+                chosen,
+                f"{chosen.name}: the dispatch table's pick, {picked.why}",
+                params[chosen.name],
+                picked.far,
+            )
     sizes = covering[0].gemm.as_written.size_env(*size)  # the caller's M x N x K
     fast = [kern for kern in covering if not needs_twin(kern, sizes)]
     chosen = (fast or covering)[0]
@@ -228,4 +278,4 @@ def choose_kernel(
         )
     else:
         why = f"{chosen.name}: the first kernel of the file that covers {_text(size)}"
-    return chosen, why, params[chosen.name]
+    return Chosen(chosen, why, params[chosen.name])
