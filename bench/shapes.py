@@ -6,6 +6,7 @@ Triton, and against the memory bound where few rows make the product a read of t
                             [--out PATH.json] [--plot PATH.png]
     python3 bench/shapes.py --from-json RUN.json ... [--out PATH.json] [--plot PATH.png]
                             (where runs share a shape, the last run given counts there)
+    ... [--dispatch OUT.tile [--layout B=col]]
 
 The shapes: M x N x K for M in 1, 16, 64, 128, 256, 512, 1000, 2048, 8192 tokens (`--m`)
 and the projections N x K = 12288 x 4096 (q, k, v), 4096 x 4096 (o), 22016 x 4096 (gate,
@@ -34,6 +35,20 @@ a geometric mean >= 1.0x cuBLAS. Prints the table and the verdicts, writes them 
 (default bench/results/shapes-GPU-DATE.json) and, with --plot, TFLOP/s and memory
 throughput against M for tiledsl, cuBLAS and Triton. Exits 1 when a row fails its check;
 a target missed is reported, not an error.
+
+`--layout B=col` times every file with B declared as torch's Linear weight (N x K rows),
+the few-token files' layout, where the many-token files declare `row` (each such file is
+written again under build/layouts/, its dispatch table beside it, and timed from there;
+its rows keep the path from `examples/` on). `--dispatch OUT.tile` writes the run's (or
+the saved runs') winner at every shape as one file of kernels with its dispatch table
+(tiledsl.tune.merge), so that one `tiledsl.load(OUT.tile)` runs, at each shape, the
+kernel that was fastest there; one file holds one product, so with `--layout` the merged
+kernels are declared in it too. The one-file flow:
+
+    python3 bench/shapes.py --layout B=col --m 1 16 64 128 256 --out a.json
+    python3 bench/shapes.py --layout B=col --m 512 1000 2048 8192 --out b.json
+    python3 bench/shapes.py --from-json a.json b.json --layout B=col \
+        --dispatch examples/tuned/llama2_7b.tuned.tile
 """
 
 from __future__ import annotations
@@ -81,6 +96,10 @@ SWAPPED_UNTUNED = ROOT / "examples" / "hopper" / "few_tokens_swapped.tile"
 FEW_MAX_M, SWAPPED_MAX_M, MANY_MIN_M = 256, 16, 128
 MID_M = (256, 1000)  # mid_m.tuned.tile, at N = 4096 (the shapes it was tuned at)
 SUITES = ROOT / "bench" / "suites"
+#: Where files redeclared in another layout (--layout) are written to be timed, and the
+#: folders that say so in a run's paths.
+RELAYOUT_DIR = ("build", "layouts")
+RELAYOUT_ROOT = ROOT.joinpath(*RELAYOUT_DIR)
 #: Files tuned over a suite of their own (the clustered forms cuBLAS runs where the groups
 #: above trail it, docs/performance.md "What cuBLAS runs where tiledsl trails it"), each
 #: timed at the shapes of its suite among those asked, once written: (file, suite, and at
@@ -333,6 +352,92 @@ def plot(found: list[dict], path: Path, title: str = "") -> None:
     write_outputs({path: picture.getvalue()})
 
 
+def from_examples(path) -> Path | None:
+    """The part of `path` from its last `examples/` on, which names a file in any
+    checkout (None when it has none)."""
+    parts = Path(path).parts
+    if "examples" not in parts:
+        return None
+    return Path(*parts[len(parts) - 1 - parts[::-1].index("examples") :])
+
+
+def relaid(path: str) -> bool:
+    """Whether a run's file was a copy redeclared in other layouts (`relayout`)."""
+    parts = Path(path).parts
+    return any(parts[i : i + 2] == RELAYOUT_DIR for i in range(len(parts) - 1))
+
+
+def local_file(path: str) -> Path:
+    """A run's file in this checkout: the run's paths are those of the machine that ran it
+    (its checkout's root may differ), so the part from `examples/` on is what names it."""
+    tail = from_examples(path)
+    return ROOT / tail if tail is not None else Path(path)
+
+
+def write_dispatch(rows: list[dict], out: Path, layouts: dict[str, str], origin: str, device):
+    """OUT.tile and its table from the fastest checked tiledsl row at each shape of `rows`
+    (tiledsl.tune.merge); nothing written when the merged file does not compile."""
+    from tiledsl.driver import compile_source
+    from tiledsl.files import write_outputs
+    from tiledsl.tune.dispatch import table_path
+    from tiledsl.tune.merge import Winner, merge
+
+    winners = []
+    for size in sorted({tuple(r["size"]) for r in rows}, key=lambda s: (s[1], s[2], s[0])):
+        best, _, _ = best_at(rows, size)
+        if best is not None:
+            file = best["file"]
+            winners.append(
+                Winner(size, local_file(file), best["kernel"], best["time_ms"], relaid(file))
+            )
+    compiler = f"nvrtc {device['nvrtc']}" if device.get("nvrtc") else ""
+    text, table = merge(
+        winners,
+        out,
+        layouts=layouts,
+        origin=origin,
+        device=device.get("name", ""),
+        compiler=compiler,
+    )
+    compile_source(text, str(out))  # TileError, located, before anything is written
+    sources = {w.file.resolve() for w in winners}
+    regenerated = sources == {out.resolve()}  # from a run of OUT.tile itself
+    write_outputs(
+        {out: text, table_path(out): table.to_text()},
+        inputs=[] if regenerated else sorted(sources),
+    )
+    print(f"wrote {out} ({len({e.kernel for e in table.entries})} kernel(s)) and {table_path(out)}")
+
+
+def relayout(file: Path, layouts: dict[str, str]) -> Path:
+    """`file` with the operands of `layouts` redeclared (tiledsl.tune.merge.relayout_text),
+    written under RELAYOUT_ROOT at its path from `examples/` on (so that a run's rows name
+    the file they came from) with its dispatch table beside it; `file` itself when it
+    declares them so already."""
+    from tiledsl.tune.dispatch import table_path
+    from tiledsl.tune.merge import relayout_text
+
+    text = relayout_text(file.read_text(), str(file), layouts)
+    if text is None:
+        return file
+    tag = "-".join(f"{name}={layout}" for name, layout in sorted(layouts.items()))
+    copy = RELAYOUT_ROOT / tag / (from_examples(file.resolve()) or Path(file.name))
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(text)
+    if table_path(file).exists():
+        table_path(copy).write_text(table_path(file).read_text())
+    elif table_path(copy).exists():
+        table_path(copy).unlink()
+    return copy
+
+
+def layout_argument(text: str) -> tuple[str, str]:
+    name, _, layout = text.partition("=")
+    if not name or not layout:
+        raise argparse.ArgumentTypeError(f"'{text}' is not NAME=LAYOUT (e.g. B=col)")
+    return name, layout
+
+
 def merged_runs(paths: list[str], documents: list[dict]) -> list[dict]:
     """Where each shape of a merged result was timed: a run per document given, with the
     shapes it still counts at; a document that is itself a merge gives its own runs (each
@@ -370,7 +475,24 @@ def main() -> None:
         help="judge saved runs again, together (no GPU; where runs share a shape, the last "
         "one given counts there); with --out, write them as one",
     )
+    p.add_argument(
+        "--dispatch",
+        metavar="OUT.tile",
+        help="write each shape's fastest kernel into one file with a dispatch table",
+    )
+    p.add_argument(
+        "--layout",
+        type=layout_argument,
+        action="append",
+        default=[],
+        metavar="NAME=LAYOUT",
+        help="with --dispatch: declare operand NAME in LAYOUT (row or col) in every kernel",
+    )
     args = p.parse_args()
+    if args.layout and args.from_json and not args.dispatch:
+        p.error(
+            "--layout with --from-json redeclares the kernels of --dispatch's file: add --dispatch"
+        )
     if args.from_json:
         documents = [json.loads(Path(run).read_text()) for run in args.from_json]
         # several runs (e.g. one per range of M): the highest copy bandwidth among them
@@ -389,6 +511,10 @@ def main() -> None:
             print(f"wrote {args.out}")
         if args.plot:
             plot(found, Path(args.plot), documents[0].get("device", {}).get("name", ""))
+        if args.dispatch:
+            origin = " + ".join(Path(run).name for run in args.from_json)
+            device = documents[-1].get("device", {})
+            write_dispatch(rows, Path(args.dispatch), dict(args.layout), origin, device)
         return
     from tiledsl.gpu.runtime import device_info
     from tiledsl.tune.dispatch import read_suite
@@ -401,6 +527,8 @@ def main() -> None:
         plan = [([Path(f) for f in args.files], sizes)]
     else:
         plan = default_plan(sizes)
+    if args.layout:
+        plan = [([relayout(f, dict(args.layout)) for f in files], at) for files, at in plan]
     settings = bench.Settings(repeat=args.repeat, warmup=5, data=args.data, rounds=args.rounds)
     bandwidth = copy_bandwidth()
     rows = []
@@ -420,9 +548,18 @@ def main() -> None:
     if args.plot:
         plot(found, Path(args.plot), device.get("name", ""))
         print(f"wrote {args.plot}")
+    if args.dispatch:
+        rows_json = [r.to_json() for r in rows]
+        write_dispatch(rows_json, Path(args.dispatch), dict(args.layout), out.name, device)
     if not all(r.ok or r.skipped for r in rows):
         sys.exit(1)
 
 
 if __name__ == "__main__":
-    main()
+    from tiledsl.errors import TileError, UsageError
+
+    try:
+        main()
+    except (UsageError, TileError) as err:  # a merge that cannot be written: said, exit 2
+        print(f"shapes.py: error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -118,6 +118,20 @@ def test_the_swapped_few_token_kernels_take_a_linear_weight_as_it_is() -> None:
         assert torch.equal(f(x, w).double(), exact(x, w.t()))
 
 
+def test_one_file_runs_a_linear_layer_at_every_token_count() -> None:
+    """examples/tuned/llama2_7b.tuned.tile (every shape's winner in one file, B as torch's
+    Linear weight): one op for 1 to 8192 tokens, each call the kernel its table picks
+    (the swapped few-token kernels, the 64-row tiles, the many-token rungs), checked bit
+    for bit against the exact sums rounded to f16 (C's type)."""
+    op = tiledsl.torch.register(EXAMPLES / "tuned" / "llama2_7b.tuned.tile", "llama")
+    f = torch.compile(lambda x, w: op(x, w.t()), fullgraph=True)
+    shapes = ((1, 4096, 4096), (16, 4096, 11008), (64, 12288, 4096), (128, 22016, 4096))
+    shapes += ((300, 4096, 4096), (1000, 4096, 11008), (2048, 12288, 4096), (8192, 4096, 4096))
+    for number, (tokens, n, k) in enumerate(shapes):
+        x, w = ints(20 + number, (tokens, k)), ints(40 + number, (n, k))
+        assert torch.equal(f(x, w), exact(x, w.t()).half()), (tokens, n, k)
+
+
 def test_the_split_k_kernel_as_an_op_takes_its_workspace_from_the_launcher() -> None:
     """examples/hopper/split_k.tile (`split_k 2`: a block per slice, the last ticket adds)
     under torch.compile: the workspace and the tickets are the launcher's, grown for a

@@ -110,6 +110,10 @@ class Table:
             parts.append(f"{name} {low}" + (f"-{high}" if high != low else ""))
         return ", ".join(parts)
 
+    def to_text(self) -> str:
+        """The table as its file holds it."""
+        return json.dumps(self.to_json(), indent=2) + "\n"
+
     def to_json(self) -> dict:
         return {
             "tile": self.tile,

@@ -84,7 +84,7 @@ def tune_suite(
     assert search.timer is not None  # a shape was searched
     tile, table = _kernels_and_table(file, output, search.won, search.timer)
     write_outputs(
-        {output: tile, table_file: _json(table)},
+        {output: tile, table_file: table.to_text()},
         inputs=[Path(file)],
     )
     print(f"wrote {output} ({len({e.kernel for e in table.entries})} kernel(s)) and {table_file}")
@@ -175,9 +175,3 @@ def _kernels_and_table(file: str, output: Path, won, timer) -> tuple[str, Table]
         parts.append(f"\n# {names[text]}: {point.label}; fastest at {', '.join(shapes)}\n" + body)
     table = Table(output.name, tuple(entries), timer.device, timer.compiler)
     return "".join(parts), table
-
-
-def _json(table: Table) -> str:
-    import json
-
-    return json.dumps(table.to_json(), indent=2) + "\n"
