@@ -432,9 +432,13 @@ def relayout(file: Path, layouts: dict[str, str]) -> Path:
 
 
 def layout_argument(text: str) -> tuple[str, str]:
+    from tiledsl.tune.merge import LAYOUTS
+
     name, _, layout = text.partition("=")
-    if not name or not layout:
-        raise argparse.ArgumentTypeError(f"'{text}' is not NAME=LAYOUT (e.g. B=col)")
+    if not name or layout not in LAYOUTS:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not NAME=LAYOUT with a layout of {', '.join(LAYOUTS)} (e.g. B=col)"
+        )
     return name, layout
 
 
@@ -486,7 +490,8 @@ def main() -> None:
         action="append",
         default=[],
         metavar="NAME=LAYOUT",
-        help="with --dispatch: declare operand NAME in LAYOUT (row or col) in every kernel",
+        help="declare operand NAME in LAYOUT (row or col) in every kernel: each file is timed "
+        "so (a copy under build/layouts/), and --dispatch writes its kernels so",
     )
     args = p.parse_args()
     if args.layout and args.from_json and not args.dispatch:

@@ -16,8 +16,9 @@ One callable takes one product as written, so every winner must declare the same
 operands and computation. Files tuned in different layouts (the few-token kernels take
 torch's Linear weight as `B: f16[K, N] col`, the many-token rungs `B: f16[K, N] row`) are
 brought to one by `layouts`: each named operand is declared in that layout. A kernel so
-redeclared was not timed in the new layout; its comment says so, and the file should be
-timed again (bench/shapes.py times it, and writes it again from that run).
+redeclared says in its comment whether the run timed it in that layout (`timed_relaid`:
+bench/shapes.py --layout times copies of the files redeclared) or in its own file's, in
+which case its times are not the merged file's until that file is timed itself.
 """
 
 from __future__ import annotations
