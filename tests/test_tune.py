@@ -246,6 +246,25 @@ def test_only_passes_at_the_same_size_device_and_compiler_are_reused() -> None:
     assert found["a"].time_ms == 1.5 and found["a"].reused
 
 
+def test_the_code_key_leaves_out_comments_but_not_strings() -> None:
+    """What a point compiles to, without the comments that quote its directives as written:
+    a `//` inside a string literal (an asm template) is code."""
+    from tiledsl.tune.search import _without_comment
+
+    assert _without_comment("    x = 1;  // stages 2 (line 7)") == "    x = 1;  "
+    assert (
+        _without_comment('asm("add // not a comment"); // one') == 'asm("add // not a comment"); '
+    )
+    assert _without_comment("// a whole line") == ""
+    timer = FakeTimer()
+    base = {"size": list(SIZE), "device": timer.device, "compiler": timer.compiler}
+    entries = [
+        {**base, "schedule": "a", "code": "k1", "status": "ok", "time_ms": 2.0},
+        {**base, "schedule": "b", "status": "ok", "time_ms": 1.0},  # an older line: no code
+    ]
+    assert list(reusable(entries, SIZE, timer.device, timer.compiler, key="code")) == ["k1"]
+
+
 # ---------------------------------------------------------------- the whole search, faked GPU
 
 
@@ -296,6 +315,23 @@ def test_a_rerun_reuses_the_record_and_times_nothing_again(tmp_path: Path, capsy
     assert "tune: 8 points, 4 pruned, 4 timed (4 reused) in " in out
     assert "(recorded)" in out
     assert (tmp_path / "record.jsonl").read_text() == before  # pruned lines not repeated
+
+
+def test_a_point_respelled_with_the_same_code_is_reused_by_its_code(tmp_path: Path, capsys) -> None:
+    """A space that gains a set respells its old points (`coarsen 1 x 1` written where
+    nothing was): their text is new, their code is not, so the record's times hold and
+    only the new points are timed. A point whose code changed is timed again."""
+    without = tuple(d for d in DIRECTIVES if not d.startswith("coarsen"))
+    assert run(tmp_path, FakeTimer(), text=kernel_text(*without)) == 0
+    lines = [json.loads(line) for line in (tmp_path / "record.jsonl").read_text().splitlines()]
+    assert len(lines) == 4 and all(len(e["code"]) == 64 for e in lines)
+    capsys.readouterr()
+    again = FakeTimer()
+    assert run(tmp_path, again, text=kernel_text(*without, "coarsen {1, 2} x 1")) == 0
+    assert len(again.timed) == 4  # the coarsened points only: their code is new
+    assert all("coarsen 2 x 1" in label for label in again.timed)
+    out = capsys.readouterr().out
+    assert "(same size, device and compiler; 4 of them by their generated code)" in out
 
 
 def test_a_budget_times_n_then_the_next_n(tmp_path: Path, capsys) -> None:

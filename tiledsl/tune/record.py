@@ -5,11 +5,15 @@
     line = entry(point, size, device, compiler, "space.tile", Result("ok", 0.41, 0.16))
 
 A line holds the point's canonical text (`schedule`: a whole plain `.tile` file, the
-key), a label of what was chosen, the space file, the size, the device's name, the
-compiler and its version, the status, the median time, TFLOP/s, cuBLAS's time at the
-same size on the same device, what the checks said, tiledsl's version and the date.
-Two measurements are comparable when schedule, size, device and compiler agree
-(`record_key`); only passes are reused, so a failure is tried again on every run.
+key), the key of the code it compiles to (`code`, tiledsl.tune.search.code_key: a point
+respelled, its code unchanged, is reused by it), a label of what was chosen, the space
+file, the size, the device's name, the compiler and its version, the status, the median
+time, TFLOP/s, cuBLAS's time at the same size on the same device, what the checks said,
+tiledsl's version and the date.
+
+Two measurements are comparable when schedule (or the code it compiles to), size, device
+and compiler agree (`record_key`); only passes are reused, so a failure is tried again on
+every run.
 """
 
 from __future__ import annotations
@@ -127,8 +131,12 @@ def record_key(entry: dict) -> tuple:
     return entry.get("schedule"), size, entry.get("device"), entry.get("compiler")
 
 
-def reusable(entries: list[dict], size: Size, device: str, compiler: str) -> dict[str, Result]:
-    """Recorded results measured ok at this size on this device by this compiler, by text.
+def reusable(
+    entries: list[dict], size: Size, device: str, compiler: str, key: str = "schedule"
+) -> dict[str, Result]:
+    """Recorded results measured ok at this size on this device by this compiler, by their
+    schedule text (or, `key="code"`, by the key of their code; lines written before the
+    record kept it have none).
 
     Only passes are reused: a failure is tried again, so that it is seen on every run
     until it is fixed. Of two lines for one point the later wins.
@@ -136,19 +144,23 @@ def reusable(entries: list[dict], size: Size, device: str, compiler: str) -> dic
     found = {}
     for e in entries:
         _, at, recorded_on, by = record_key(e)
-        if (at, recorded_on, by) != (size, device, compiler):
+        if (at, recorded_on, by) != (size, device, compiler) or not isinstance(e.get(key), str):
             continue
         if e.get("status") == "ok" and e.get("time_ms"):
-            found[e["schedule"]] = Result(
+            found[e[key]] = Result(
                 "ok", e["time_ms"], e.get("cublas_ms"), e.get("detail", ""), device, reused=True
             )
     return found
 
 
-def entry(point: Point, size: Size, device: str, compiler: str, file: str, r: Result) -> dict:
-    """One record line: the schedule's canonical text is the key, with size, device, compiler."""
+def entry(
+    point: Point, size: Size, device: str, compiler: str, file: str, r: Result, code: str = ""
+) -> dict:
+    """One record line: the schedule's canonical text is the key, with size, device,
+    compiler; `code` the key of the code it compiles to, where known."""
     return {
         "schedule": point.text,
+        **({"code": code} if code else {}),
         "point": point.label,
         "file": file,
         "size": list(size),

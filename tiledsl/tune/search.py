@@ -11,7 +11,10 @@ The steps, each a function here:
    point that the analysis refuses (threads, registers, shared memory, divisibility, …)
    or that cannot run the size is pruned, with its first located reason.
 3. **choose**: a point whose result is in the record (same schedule text, size, device
-   and compiler, status ok) is reused, not timed again. The others are timed; with a
+   and compiler, status ok) is reused, not timed again; so is one whose text is new but
+   whose generated kernel is one the record timed (`code_key`: a space that gains a set,
+   `warps_k 8` becoming `warps_k 8 runs 1`, respells its old points without changing
+   their code). The others are timed; with a
    budget of N, the first N in a fixed pseudo-random order (the sha256 of each point's
    text): a sample spread over the space, the same on every run, so that a rerun with
    the same budget times the next N and the record grows into the whole space.
@@ -63,6 +66,7 @@ class Verdict:
     reason: str | None  # why the point is pruned; None: it is feasible
     size: Size | None  # the size it was checked at (None: it did not compile)
     vendor: str = ""
+    code: str = ""  # the point's code_key ("" when it did not compile)
 
 
 class Timer(Protocol):
@@ -86,22 +90,48 @@ def verdicts_at(program: Program, sizes: list[Size | None]) -> list[Verdict]:
     """`verdict` at each size, the point compiled once: what a point's source needs does
     not depend on the size, only whether the kernel can run it (`check_size`)."""
     try:
-        kernel = compile_program(program).kernels[0]
+        compiled = compile_program(program)
     except TileError as err:
         return [Verdict(brief(err), size) for size in sizes]
+    kernel, code = compiled.kernels[0], code_key(compiled)
     out = []
     for size in sizes:
         size = size or default_size(kernel)
         try:
             check_size(kernel, size)
         except SizeError as err:
-            out.append(Verdict(f"at {size_text(size)}: {err}", size, kernel.target.vendor))
+            out.append(Verdict(f"at {size_text(size)}: {err}", size, kernel.target.vendor, code))
             continue
         idle = idle_cluster_blocks(kernel, size)
         if idle:  # located at the point's `cluster` line, as a compile error would be
             idle = f"{cluster_loc(program)}: at {size_text(size)}: {idle}"
-        out.append(Verdict(idle, size, kernel.target.vendor))
+        out.append(Verdict(idle, size, kernel.target.vendor, code))
     return out
+
+
+def code_key(compiled) -> str:
+    """What a point compiles to, as a key: the sha256 of its generated source without its
+    comments (which quote the directives as written, and their lines) and of its launch
+    descriptions. Two points of one key run the same kernel the same way, so a time
+    recorded for one holds for the other."""
+    digest = hashlib.sha256()
+    for line in compiled.source.splitlines():
+        code = _without_comment(line).rstrip()
+        if code:
+            digest.update(code.encode() + b"\n")
+    for launch in compiled.launches:
+        digest.update(json.dumps(launch.to_json(), sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def _without_comment(line: str) -> str:
+    """`line` up to its `//` comment: the first `//` outside a string literal."""
+    start = 0
+    while (at := line.find("//", start)) >= 0:
+        if line.count('"', 0, at) % 2 == 0:
+            return line[:at]
+        start = at + 2
+    return line
 
 
 def cluster_loc(program: Program) -> Loc:
@@ -380,9 +410,21 @@ def search_points(file, points, verdicts, feasible, size, budget, record, jobs, 
     reused = {
         t: r for t, r in reusable(entries, size, timer.device, timer.compiler).items() if t in texts
     }
+    code_of = {p.text: v.code for p, v in zip(points, verdicts, strict=True)}
+    by_code = reusable(entries, size, timer.device, timer.compiler, key="code")
+    respelled = {
+        p.text: by_code[code_of[p.text]]
+        for p in feasible
+        if p.text not in reused and code_of[p.text] in by_code
+    }
+    reused.update(respelled)
     chosen, left = choose(feasible, set(reused), budget)
     if reused:
-        print(f"reused {len(reused)} results from {record} (same size, device and compiler)")
+        print(
+            f"reused {len(reused)} results from {record} (same size, device and compiler"
+            + (f"; {len(respelled)} of them by their generated code" if respelled else "")
+            + ")"
+        )
     results = [(p, reused[p.text]) for p in feasible if p.text in reused]
     keys = {record_key(e) for e in entries}
     record.parent.mkdir(parents=True, exist_ok=True)
@@ -391,16 +433,23 @@ def search_points(file, points, verdicts, feasible, size, budget, record, jobs, 
             if v.reason is None:
                 continue
             line = entry(
-                point, size, timer.device, timer.compiler, file, Result("pruned", detail=v.reason)
+                point,
+                size,
+                timer.device,
+                timer.compiler,
+                file,
+                Result("pruned", detail=v.reason),
+                v.code,
             )
             if record_key(line) not in keys:  # once per point, not once per run
                 log.write(json.dumps(line) + "\n")
         bar.step("compiling")  # the bar counts results: 0 until the first arrives
         for point, result in timer.measure(chosen, size, jobs):
             results.append((point, result))
-            log.write(
-                json.dumps(entry(point, size, timer.device, timer.compiler, file, result)) + "\n"
+            line = entry(
+                point, size, timer.device, timer.compiler, file, result, code_of[point.text]
             )
+            log.write(json.dumps(line) + "\n")
             log.flush()
             shown = f"{describe(size, result)}  {point.label}"
             bar.step(shown)
@@ -412,7 +461,15 @@ def search_points(file, points, verdicts, feasible, size, budget, record, jobs, 
             again = {p.text: r for p, r in timer.retime(finalists, size)}
             results = [(p, again.get(p.text, r)) for p, r in results]
             for point in finalists:
-                line = entry(point, size, timer.device, timer.compiler, file, again[point.text])
+                line = entry(
+                    point,
+                    size,
+                    timer.device,
+                    timer.compiler,
+                    file,
+                    again[point.text],
+                    code_of[point.text],
+                )
                 log.write(json.dumps(line) + "\n")
     pruned = sum(v.reason is not None for v in verdicts)
     return Outcome(file, size, timer.device, timer.compiler, len(points), pruned, results, left, 0)
