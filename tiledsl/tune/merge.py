@@ -32,7 +32,7 @@ from ..frontend.formatter import format_computation, format_operand, format_prog
 from ..frontend.parser import parse
 from ..frontend.syntax import Kernel, Program, Word
 from .dispatch import Entry, Size, Table, table_path
-from .record import size_text, tflops
+from .record import size_text, speed_text, tflops
 
 #: The layouts an operand may be declared in.
 LAYOUTS = ("row", "col")
@@ -66,12 +66,40 @@ def merge(
         raise UsageError("no shape has a winning kernel to merge")
     layouts = layouts or {}
     _check_layouts(layouts)
-    programs: dict[Path, Program] = {}
-    kernels: dict[tuple[Path, str], tuple[Kernel, list[str]]] = {}  # its kernel, redeclared
-    relaid: set[tuple[Path, str]] = {(w.file, w.kernel) for w in winners if w.timed_relaid}
+    kernels = _winning_kernels(winners, layouts)
+    _one_product(kernels)
+    names = _names(list(kernels))
+    relaid = {(w.file, w.kernel) for w in winners if w.timed_relaid}
+    shapes: dict[tuple[Path, str], list[str]] = {key: [] for key in kernels}
+    entries = []
     for w in winners:
         key = (w.file, w.kernel)
-        if key in kernels:
+        shapes[key].append(f"{size_text(w.size)} ({speed_text(w.size, w.ms)})")
+        entries.append(
+            Entry(w.size, names[key], w.ms, tflops(w.size, w.ms), f"{w.file.name}:{w.kernel}")
+        )
+    header = (
+        f"The fastest kernel at each shape of {origin}, on {device or 'its GPU'}, from the "
+        f"files that run timed; both oracles passed for each. {table_path(output).name} "
+        "says which kernel each shape takes."
+    )
+    parts = ["".join(f"# {line}\n" for line in textwrap.wrap(header, 88, break_on_hyphens=False))]
+    for key, (kernel, redeclared) in kernels.items():
+        body = format_program(Program((replace(kernel, name=names[key]),)))
+        said = _provenance(key, names[key], redeclared, key in relaid)
+        parts.append(f"\n# {names[key]}: {said}; fastest at {', '.join(shapes[key])}\n" + body)
+    return "".join(parts), Table(output.name, tuple(entries), device, compiler)
+
+
+def _winning_kernels(
+    winners: list[Winner], layouts: dict[str, str]
+) -> dict[tuple[Path, str], tuple[Kernel, list[str]]]:
+    """Each winner's kernel (its file read once), in the layouts asked, with the
+    declarations that changed; in the order the winners first name them."""
+    programs: dict[Path, Program] = {}
+    kernels: dict[tuple[Path, str], tuple[Kernel, list[str]]] = {}
+    for w in winners:
+        if (w.file, w.kernel) in kernels:
             continue
         if w.file not in programs:
             try:
@@ -81,47 +109,22 @@ def merge(
         found = [k for k in programs[w.file].kernels if k.name == w.kernel]
         if not found:
             raise UsageError(f"{w.file} has no kernel '{w.kernel}' (was it tuned again?)")
-        kernels[key] = _relayout(found[0], layouts)
-    _one_product(kernels)
-    names = _names(list(kernels))
-    shapes: dict[tuple[Path, str], list[str]] = {key: [] for key in kernels}
-    entries = []
-    for w in winners:
-        key = (w.file, w.kernel)
-        speed = f"{w.ms:.3f} ms, {tflops(w.size, w.ms):.1f} TFLOP/s" if w.ms else "untimed"
-        shapes[key].append(f"{size_text(w.size)} ({speed})")
-        entries.append(
-            Entry(
-                w.size,
-                names[key],
-                w.ms,
-                tflops(w.size, w.ms) if w.ms else None,
-                f"{w.file.name}:{w.kernel}",
-            )
-        )
-    header = (
-        f"The fastest kernel at each shape of {origin}, on {device or 'its GPU'}, from the "
-        f"files that run timed; both oracles passed for each. {table_path(output).name} "
-        "says which kernel each shape takes."
+        kernels[(w.file, w.kernel)] = _relayout(found[0], layouts)
+    return kernels
+
+
+def _provenance(key: tuple[Path, str], name: str, redeclared: list[str], relaid: bool) -> str:
+    """Where a merged kernel came from, and in which layout its times were taken."""
+    file, original = key
+    source = f"from {file.name}'s {original}" if original != name else f"from {file.name}"
+    if not redeclared:
+        return source
+    if relaid:
+        return f"{source}; {', '.join(redeclared)}, timed so"
+    return (
+        f"{source}; {', '.join(redeclared)}: its times are of its file's layout until this "
+        "file is timed again"
     )
-    parts = ["".join(f"# {line}\n" for line in textwrap.wrap(header, 88, break_on_hyphens=False))]
-    for key, (kernel, redeclared) in kernels.items():
-        file, original = key
-        source = f"{file.name}'s {original}" if original != names[key] else file.name
-        if not redeclared:
-            said = ""
-        elif key in relaid:
-            said = f"; {', '.join(redeclared)}, timed so"
-        else:
-            said = (
-                f"; {', '.join(redeclared)}: its times are of its file's layout until this "
-                "file is timed again"
-            )
-        body = format_program(Program((replace(kernel, name=names[key]),)))
-        parts.append(
-            f"\n# {names[key]}: from {source}{said}; fastest at {', '.join(shapes[key])}\n" + body
-        )
-    return "".join(parts), Table(output.name, tuple(entries), device, compiler)
 
 
 def relayout_text(text: str, file: str, layouts: dict[str, str]) -> str | None:

@@ -51,6 +51,11 @@ def tflops(size: Size, ms: float | None) -> float | None:
     return 2 * m * n * k / (ms * 1e9) if ms else None
 
 
+def speed_text(size: Size, ms: float | None) -> str:
+    """How fast a point ran at `size`, as the written files' comments say it."""
+    return f"{ms:.3f} ms, {tflops(size, ms):.1f} TFLOP/s" if ms else "untimed"
+
+
 STATUSES = ("ok", "failed check", "compile error", "run error", "worker died", "pruned")
 
 

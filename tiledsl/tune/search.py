@@ -427,29 +427,23 @@ def search_points(file, points, verdicts, feasible, size, budget, record, jobs, 
         )
     results = [(p, reused[p.text]) for p in feasible if p.text in reused]
     keys = {record_key(e) for e in entries}
+
+    def line(point: Point, result: Result) -> dict:
+        """The record's line for `point`'s result at this size, with its code's key."""
+        return entry(point, size, timer.device, timer.compiler, file, result, code_of[point.text])
+
     record.parent.mkdir(parents=True, exist_ok=True)
     with record.open("a") as log, Progress(len(chosen), "tune") as bar:
         for point, v in zip(points, verdicts):
             if v.reason is None:
                 continue
-            line = entry(
-                point,
-                size,
-                timer.device,
-                timer.compiler,
-                file,
-                Result("pruned", detail=v.reason),
-                v.code,
-            )
-            if record_key(line) not in keys:  # once per point, not once per run
-                log.write(json.dumps(line) + "\n")
+            pruned_line = line(point, Result("pruned", detail=v.reason))
+            if record_key(pruned_line) not in keys:  # once per point, not once per run
+                log.write(json.dumps(pruned_line) + "\n")
         bar.step("compiling")  # the bar counts results: 0 until the first arrives
         for point, result in timer.measure(chosen, size, jobs):
             results.append((point, result))
-            line = entry(
-                point, size, timer.device, timer.compiler, file, result, code_of[point.text]
-            )
-            log.write(json.dumps(line) + "\n")
+            log.write(json.dumps(line(point, result)) + "\n")
             log.flush()
             shown = f"{describe(size, result)}  {point.label}"
             bar.step(shown)
@@ -461,16 +455,7 @@ def search_points(file, points, verdicts, feasible, size, budget, record, jobs, 
             again = {p.text: r for p, r in timer.retime(finalists, size)}
             results = [(p, again.get(p.text, r)) for p, r in results]
             for point in finalists:
-                line = entry(
-                    point,
-                    size,
-                    timer.device,
-                    timer.compiler,
-                    file,
-                    again[point.text],
-                    code_of[point.text],
-                )
-                log.write(json.dumps(line) + "\n")
+                log.write(json.dumps(line(point, again[point.text])) + "\n")
     pruned = sum(v.reason is not None for v in verdicts)
     return Outcome(file, size, timer.device, timer.compiler, len(points), pruned, results, left, 0)
 

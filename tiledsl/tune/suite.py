@@ -28,7 +28,7 @@ from ..files import check_outputs, write_outputs
 from ..frontend.formatter import format_program
 from ..frontend.parser import parse
 from .dispatch import Entry, Table, table_path
-from .record import Size, size_text, tflops
+from .record import Size, size_text, speed_text, tflops
 from .search import Outcome, Timer, describe, prune_sizes, search_points
 from .space import Point, expand
 
@@ -161,9 +161,8 @@ def _kernels_and_table(file: str, output: Path, won, timer) -> tuple[str, Table]
             winners[point.text] = (point, [])
         name = names[point.text]
         ms = result.time_ms
-        speed = f"{ms:.3f} ms, {tflops(size, ms):.1f} TFLOP/s" if ms else "untimed"
-        winners[point.text][1].append(f"{size_text(size)} ({speed})")
-        entries.append(Entry(size, name, ms, tflops(size, ms) if ms else None, point.label))
+        winners[point.text][1].append(f"{size_text(size)} ({speed_text(size, ms)})")
+        entries.append(Entry(size, name, ms, tflops(size, ms), point.label))
     parts = [
         f"# The fastest points of {Path(file).name} that `tiledsl tune --sizes` found, one kernel\n"
         f"# per winner, on {timer.device} ({timer.compiler}); both oracles passed for each.\n"
