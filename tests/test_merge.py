@@ -13,7 +13,7 @@ import pytest
 from helpers import BUILDABLE, kernel_text
 
 import tiledsl
-from tiledsl.errors import UsageError
+from tiledsl.errors import TileError, UsageError
 from tiledsl.tune.dispatch import read_table, table_path
 from tiledsl.tune.merge import Winner, merge
 
@@ -46,15 +46,23 @@ def winners(few: Path, many: Path) -> list[Winner]:
 def test_one_product_is_refused_until_its_layouts_are_one(tmp_path: Path) -> None:
     few, many = files(tmp_path)
     out = tmp_path / "all.tuned.tile"
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(TileError) as err:
         merge(winners(few, many), out, origin="run.json")
-    assert str(err.value) == (
-        f"{many}'s k computes `A: f16[M, K] row; B: f16[K, N] row; C: f32[M, N] row; "
-        f"C[m, n] = A[m, k] * B[k, n]`, but {few}'s narrow `A: f16[M, K] row; B: f16[K, N] "
-        "col; C: f32[M, N] row; C[m, n] = A[m, k] * B[k, n]`: one file holds one product. "
-        "Declare the operands in one layout (bench/shapes.py --layout B=col), or merge only "
-        "files of the same product"
+    (diagnostic,) = err.value.diagnostics
+    line = many.read_text().split("\n").index("    B: f16[K, N] row") + 1
+    assert (diagnostic.loc.file, diagnostic.loc.line, diagnostic.loc.col) == (str(many), line, 5)
+    assert diagnostic.message == (
+        f"k has `B: f16[K, N] row`, but {few}'s narrow `B: f16[K, N] col`: one file holds "
+        "one product"
     )
+    assert str(err.value) == (
+        f"{many}:{line}:5: error: {diagnostic.message}\n"
+        "        B: f16[K, N] row\n"
+        "        ^~~~~~~~~~~~~~~~\n"
+        "note: declare the operands in one layout (bench/shapes.py --layout B=col), or merge "
+        "only files of the same product"
+    )
+    assert not out.exists()
     with pytest.raises(UsageError, match="layout 'diag' for B: write one of row, col"):
         merge(winners(few, many), out, layouts={"B": "diag"}, origin="run.json")
     with pytest.raises(UsageError, match=f"{few} has no kernel 'gone'"):
@@ -139,7 +147,7 @@ def test_shapes_dispatch_writes_the_runs_winners(tmp_path: Path, monkeypatch, ca
     ]
     out = tmp_path / "llama.tuned.tile"
     device = {"name": "NVIDIA H200", "nvrtc": "13.0"}
-    with pytest.raises(UsageError, match="one file holds one product"):
+    with pytest.raises(TileError, match="one file holds one product"):
         shapes.write_dispatch(rows, out, {}, "run.json", device)
     assert not out.exists() and not table_path(out).exists()
     shapes.write_dispatch(rows, out, {"B": "col"}, "run.json", device)

@@ -27,7 +27,7 @@ import textwrap
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import Diagnostic, Loc, TileError, UsageError
 from ..frontend.formatter import format_computation, format_operand, format_program
 from ..frontend.parser import parse
 from ..frontend.syntax import Kernel, Program, Word
@@ -60,8 +60,9 @@ def merge(
     device: str = "",
     compiler: str = "",
 ) -> tuple[str, Table]:
-    """The merged file's text and its table; UsageError naming the kernel and file when a
-    winner cannot be read or declares another product than the first."""
+    """The merged file's text and its table. UsageError naming the kernel and file when a
+    winner cannot be read; TileError, located in its file, when it declares another
+    product than the first winner."""
     if not winners:
         raise UsageError("no shape has a winning kernel to merge")
     layouts = layouts or {}
@@ -167,16 +168,50 @@ def _product(kernel: Kernel) -> str:
 
 
 def _one_product(kernels: dict[tuple[Path, str], tuple[Kernel, list[str]]]) -> None:
+    """TileError, located at the first declaration or computation of a kernel that differs
+    from the first kernel's (in that kernel's file): one file holds one product."""
     items = list(kernels.items())
     (first_file, first_name), (first, _) = items[0]
+    theirs = {key: text for key, text, _ in _parts(first)}
     for (file, name), (kernel, _) in items[1:]:
-        if _product(kernel) != _product(first):
-            raise UsageError(
-                f"{file}'s {name} computes `{_product(kernel)}`, but {first_file}'s "
-                f"{first_name} `{_product(first)}`: one file holds one product. Declare the "
-                "operands in one layout (bench/shapes.py --layout B=col), or merge only "
-                "files of the same product"
-            )
+        if _product(kernel) == _product(first):
+            continue
+        key, here, loc = next(
+            (part for part in _parts(kernel) if theirs.get(part[0]) != part[1]),
+            ("", _product(kernel), kernel.loc),  # the same parts, fewer of them
+        )
+        there = theirs.get(key, _product(first))
+        raise TileError(
+            [
+                Diagnostic(
+                    loc,
+                    f"{name} has `{here}`, but {first_file}'s {first_name} `{there}`: "
+                    "one file holds one product",
+                    (
+                        "declare the operands in one layout (bench/shapes.py --layout B=col), "
+                        "or merge only files of the same product",
+                    ),
+                )
+            ],
+            _text(file),
+        )
+
+
+def _parts(kernel: Kernel) -> list[tuple[str, str, Loc]]:
+    """A kernel's declarations (keyed by operand) and computations (by place), as written,
+    each with where it is written."""
+    return [(o.name, format_operand(o), o.loc) for o in kernel.operands] + [
+        (f"computation {i}", format_computation(c), c.loc)
+        for i, c in enumerate(kernel.computations)
+    ]
+
+
+def _text(file: Path) -> str | None:
+    """The file's text, to quote a line of it (None if it cannot be read again)."""
+    try:
+        return file.read_text()
+    except OSError:
+        return None
 
 
 def _names(keys: list[tuple[Path, str]]) -> dict[tuple[Path, str], str]:
