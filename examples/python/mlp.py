@@ -4,15 +4,20 @@ and under torch.compile.
 
     python3 examples/python/mlp.py [--tokens 2048] [--hidden 4096] [--intermediate 11008]
 
-    y = down( silu(x @ W_gate) * (x @ W_up) )
+    y = down( silu(x @ W_gate.T) * (x @ W_up.T) )
 
-The gate and up projections are one product against their weights side by side
-(hidden x 2·intermediate: 4096 x 22016 for Llama-2-7B), the down projection a second;
-both are tiledsl kernels loaded from `.tile` files and registered as torch operators
-(tiledsl.torch.register), so torch.compile keeps the whole block in one graph. On a
-Hopper GPU the gate/up product runs examples/tuned/hopper_tuned_192.tile (tuned at
-2048 x 22016 x 4096) and the down product examples/hopper/stream_k.tile; elsewhere both
-run examples/main.tile (the best schedule the GPU can run).
+The weights are kept as torch keeps a Linear's (out_features x in_features). The gate and
+up projections are one product against their weights stacked (2·intermediate x hidden:
+22016 x 4096 for Llama-2-7B), the down projection a second; both are tiledsl kernels
+loaded from a `.tile` file and registered as a torch operator (tiledsl.torch.register), so
+torch.compile keeps the whole block in one graph. On a Hopper GPU both run
+examples/tuned/llama2_7b.tuned.tile: one file of the kernels that were fastest at each of
+Llama-2-7B's 36 shapes (1 to 8192 tokens), with B declared as the weight's transpose
+(`op(x, W.t())`, no copy) and a dispatch table that picks the kernel at each call's
+shape, so any `--tokens` runs the kernel tuned nearest to it (tiledsl.TileWarning says
+when a shape is far from all of them); elsewhere both run examples/main.tile (the best
+schedule the GPU can run), whose B is K x N row-major: the weights are transposed once,
+when the block is built.
 
 The check: the block in float64 from the same f16 weights is the reference; tiledsl's
 largest error against it must be within twice torch's own (the same f16 roundings, in
@@ -33,12 +38,13 @@ import tiledsl.torch
 EXAMPLES = Path(__file__).resolve().parent.parent
 
 
-def kernels_for_this_gpu() -> tuple[Path, Path]:
-    """The .tile files of the gate/up and the down products."""
+def kernel_for_this_gpu() -> tuple[Path, bool]:
+    """The .tile file of both products, and whether it takes the weights as torch keeps
+    them (B declared col: `op(x, W.t())`)."""
     major, _ = torch.cuda.get_device_capability()
     if major == 9:
-        return EXAMPLES / "tuned" / "hopper_tuned_192.tile", EXAMPLES / "hopper" / "stream_k.tile"
-    return EXAMPLES / "main.tile", EXAMPLES / "main.tile"
+        return EXAMPLES / "tuned" / "llama2_7b.tuned.tile", True
+    return EXAMPLES / "main.tile", False
 
 
 class TorchMLP(torch.nn.Module):
@@ -47,7 +53,7 @@ class TorchMLP(torch.nn.Module):
         self.w_gate_up, self.w_down = w_gate_up, w_down
 
     def matmul(self, x, w, which):
-        return x @ w
+        return x @ w.t()
 
     def forward(self, x):
         gate, up = self.matmul(x, self.w_gate_up, "gate_up").chunk(2, dim=-1)
@@ -59,15 +65,18 @@ class TiledslMLP(TorchMLP):
 
     def __init__(self, w_gate_up, w_down):
         super().__init__(w_gate_up, w_down)
-        gate_up_file, down_file = kernels_for_this_gpu()
-        self.ops = {
-            "gate_up": tiledsl.torch.register(gate_up_file, "mlp_gate_up"),
-            "down": tiledsl.torch.register(down_file, "mlp_down"),
+        file, linear_layout = kernel_for_this_gpu()
+        self.op = tiledsl.torch.register(file, "mlp_linear")
+        # B as the kernel declares it: the weight's transpose as a view (col), or once
+        # transposed into K x N rows (row)
+        self.b = {
+            which: w.t() if linear_layout else w.t().contiguous()
+            for which, w in (("gate_up", w_gate_up), ("down", w_down))
         }
 
     def matmul(self, x, w, which):
         # the chunk of a product's columns is a strided view; silu * up makes it dense
-        return self.ops[which](x.contiguous(), w)
+        return self.op(x.contiguous(), self.b[which])
 
 
 #: Rounds of every timing, in turn.
@@ -103,8 +112,8 @@ def main() -> None:
     torch.manual_seed(0)
     t, h, i = args.tokens, args.hidden, args.intermediate
     x = (torch.randn(t, h, device="cuda") * 0.5).half()
-    w_gate_up = (torch.randn(h, 2 * i, device="cuda") / h**0.5).half()
-    w_down = (torch.randn(i, h, device="cuda") / i**0.5).half()
+    w_gate_up = (torch.randn(2 * i, h, device="cuda") / h**0.5).half()  # as nn.Linear keeps it
+    w_down = (torch.randn(h, i, device="cuda") / i**0.5).half()
     blocks = {"torch": TorchMLP(w_gate_up, w_down), "tiledsl": TiledslMLP(w_gate_up, w_down)}
 
     reference = TorchMLP(w_gate_up.double(), w_down.double())(x.double())
@@ -125,7 +134,7 @@ def main() -> None:
         runs[f"{name}, eager"] = (block, x)
         runs[f"{name}, torch.compile"] = (torch.compile(block, fullgraph=True), x)
     # the products alone, each block's own: where the time goes
-    act = torch.nn.functional.silu(x @ w_gate_up[:, :i]) * (x @ w_gate_up[:, i:])
+    act = torch.nn.functional.silu(x @ w_gate_up[:i].t()) * (x @ w_gate_up[i:].t())
     for name, block in blocks.items():
         runs[f"{name}: gate/up product"] = (
             lambda x, b=block: b.matmul(x, b.w_gate_up, "gate_up"),
@@ -150,9 +159,7 @@ def main() -> None:
                 {
                     "device": torch.cuda.get_device_name(),
                     "shape": {"tokens": t, "hidden": h, "intermediate": i},
-                    "kernels": [
-                        str(f.relative_to(EXAMPLES.parent)) for f in kernels_for_this_gpu()
-                    ],
+                    "kernels": str(kernel_for_this_gpu()[0].relative_to(EXAMPLES.parent)),
                     "max_error_vs_f64": errors,
                     "check": "PASS" if ok else "FAIL",
                     "ms_per_call": results,
