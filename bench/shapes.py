@@ -115,6 +115,9 @@ RELAYOUT_ROOT = ROOT.joinpath(*RELAYOUT_DIR)
 #: global memory into the registers, examples/direct/few_tokens_direct.tile), tuned on an
 #: H100 on 2026-12-06 at 1 and 16 tokens; few_tokens_direct_split's the same with each tile's K
 #: cut into slices, a block each (`split_k`, examples/spaces/few_tokens_direct_split_space.tile).
+#: few_tokens_fma's are the fma path's (`mma fma`: a warp a weight row, the CUDA cores'
+#: fused multiply-adds, examples/direct/few_tokens_fma.tile), tuned on an H100 on 2026-12-06
+#: at one token (with more, the CUDA cores cannot keep up with the read).
 SUITE_TUNED = (
     (TUNED / "small_m_cluster.tuned.tile", SUITES / "llama2_7b_cluster_tokens.txt", True),
     (TUNED / "mid_m_cluster.tuned.tile", SUITES / "llama2_7b_mid_cluster.txt", False),
@@ -130,6 +133,7 @@ SUITE_TUNED = (
         SUITES / "llama2_7b_few_tokens_swapped.txt",
         False,
     ),
+    (TUNED / "few_tokens_fma.tuned.tile", SUITES / "llama2_7b_one_token.txt", False),
 )
 
 

@@ -95,8 +95,8 @@ def test_warps_k_needs_the_direct_path(tmp_path, capsys) -> None:
         line_of(text, "warps_k"),
         5,
         "warps_k 4 gives each team of warps K steps of its own, its fragments loaded "
-        "straight from global memory: it needs the direct path (`mma m16n8k16` with "
-        "`stages 0`)",
+        "straight from global memory: it needs the direct path (`mma m16n8k16` or `mma "
+        "fma` with `stages 0`)",
     )
 
 

@@ -133,6 +133,8 @@ def test_every_stage_emits_and_runs_correctly(path: Path, stage: str) -> None:
         assert "wgmma.mma_async.sync.aligned" in compiled.source
     elif compiled.kernels[0].schedule.instruction == "mma.sync":
         assert "mma.sync.aligned.m16n8k16" in compiled.source
+    elif compiled.kernels[0].schedule.instruction == "fma":
+        assert "fma_dot8<" in compiled.source
     else:
         assert "wmma::mma_sync(" in compiled.source
     for kernel in compiled.kernels:

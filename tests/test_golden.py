@@ -34,6 +34,7 @@ CASES = [
     "hopper/few_tokens_swapped",  # swap_operands: the transpose's operands, the caller's order
     "hopper/split_k",  # split_k: a block per slice, the partial sums, the tile's ticket
     "direct/few_tokens_direct",  # stages 0 on mma.sync: direct vectors; warps_k: K teams
+    "direct/few_tokens_fma",  # mma fma: a warp a row, the CUDA cores' fmas; split_k's partials
 ]
 
 

@@ -127,16 +127,18 @@ def test_odd_sizes_run_the_guarded_twin(path: Path) -> None:
         assert_passed(report, kernel)
 
 
+@pytest.mark.parametrize("example", ["few_tokens_direct", "few_tokens_fma"])
 @pytest.mark.parametrize(
     "size",
     [(1, 4096, 11008), (16, 12288, 4096), (3, 37, 517), (1, 1, 1), (127, 61, 37), (5, 100, 999)],
 )
-def test_the_direct_path_runs_every_size_itself(size) -> None:
-    """mma.sync with stages 0 (examples/direct): guarded vectors, K teams, C by team 0; at
-    the few-token shapes, at odd ones, and where K's rows are not a whole 16 bytes (999)."""
+def test_the_direct_path_runs_every_size_itself(example, size) -> None:
+    """stages 0 (examples/direct): mma.sync's guarded vectors, K teams, C by team 0, and
+    the fma path's (a warp a row, the warp's partials added by shuffles, split_k); at the
+    few-token shapes, at odd ones, and where K's rows are not a whole 16 bytes (999)."""
     from helpers import ROOT
 
-    compiled = compile_file(ROOT / "examples" / "direct" / "few_tokens_direct.tile")
+    compiled = compile_file(ROOT / "examples" / "direct" / f"{example}.tile")
     for kernel, launch in zip(compiled.kernels, compiled.launches):
         source = compiled.source_for((kernel,))
         report = run_gpu(kernel, source, launch, size, seed=SEED, repeat=2)

@@ -127,7 +127,7 @@ def helper_name(inputs: str, acc: str) -> str:
     return f"mma_m16n8k16_{inputs}_{acc}"
 
 
-_DIRECT_HELPERS = """\
+DIRECT_VECTOR_HELPERS = """\
 // mma.sync's direct path (stages 0): a lane's 8 consecutive K elements of one row of A (one
 // column of B) from global memory as one 16-byte vector where it lies inside the operand and
 // on 16 bytes; element by element where it reaches past K, zeros outside the operand.
@@ -160,7 +160,7 @@ class MmaSyncLowering(PathLowering):
             return []
         out = [_LDMATRIX_HELPERS, ""]
         if any(k.schedule.direct for k in kernels):
-            out += [_DIRECT_HELPERS, ""]
+            out += [DIRECT_VECTOR_HELPERS, ""]
         if any(k.grid_split for k in kernels):  # the direct path's split_k
             out += [TICKET_HELPERS]
         for inputs, acc in sorted({(k.gemm.a.dtype, k.schedule.accumulate) for k in kernels}):
@@ -312,9 +312,9 @@ def statement(emitter, k: KernelIR, s, interior: bool = False) -> list[str] | No
             name = helper_name(k.gemm.a.dtype, k.fragment(s.acc.name).dtype)
             return [f"{name}({s.acc}, {s.a}, {s.b});"]
         case StoreFrag() if isinstance(s.dst, GlobalTile) and k.schedule.direct:
-            return _by_team0(s, _direct_store(emitter, k, s))
+            return by_team0(s, _direct_store(emitter, k, s))
         case PartialStore() | PartialAdd():  # the direct path's split_k
-            return _by_team0(s, partial_sum(emitter, k, s, "TEAM_THREADS"))
+            return by_team0(s, partial_sum(emitter, k, s, "TEAM_THREADS"))
         case Ticket():
             return [
                 f"if (threadIdx.x == 0) *ticket_box = take_ticket(&tickets[{emitter.expr(s.slot)}]"
@@ -327,7 +327,7 @@ def statement(emitter, k: KernelIR, s, interior: bool = False) -> list[str] | No
     return None
 
 
-def _by_team0(s, lines: list[str]) -> list[str]:
+def by_team0(s, lines: list[str]) -> list[str]:
     """A store of C or a partial sum, by K team 0 alone where the statement says so."""
     if not s.by_team0:
         return lines

@@ -1,4 +1,5 @@
-"""The checks of the direct path (`mma m16n8k16` with `stages 0`) and of `warps_k`.
+"""The checks of the direct path (`mma m16n8k16` or `mma fma` with `stages 0`) and of
+`warps_k`.
 
 On the direct path each lane loads its fragments straight from global memory, 16 bytes
 at a time along K (tiledsl.emit.mma_sync): a few-token product is a read of its weights,
@@ -23,6 +24,8 @@ every warp of a block computes from the same staged tile.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import Collector
 from ..ir.gemm import Gemm
 from ..ir.schedule import Schedule
@@ -37,55 +40,59 @@ def check_direct(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
             sched.loc("warps_k"),
             f"warps_k {sched.warps_k} gives each team of warps K steps of its own, its "
             "fragments loaded straight from global memory: it needs the direct path "
-            "(`mma m16n8k16` with `stages 0`)",
+            "(`mma m16n8k16` or `mma fma` with `stages 0`)",
             "write `mma m16n8k16` and `stages 0`, or drop `warps_k`",
         )
     if not sched.direct:
         return
     loc = sched.loc("stages")
+    words = _path_words(sched)
+    # the fix of a schedule the direct path cannot serve: stages, where the path has them
+    staged = ", or use stages 1 or more" if _can_stage(sched) else ""
     a, b = gemm.a, gemm.b
     if (a.layout, b.layout) != ("row", "col"):
         wrong = " and ".join(op.name for op, want in ((a, "row"), (b, "col")) if op.layout != want)
         errs.add(
             loc,
-            "mma.sync with stages 0 loads each lane's fragments from global memory as "
+            f"{words} with stages 0 loads each lane's fragments from global memory as "
             f"16-byte vectors along K, which needs K-contiguous operands: K is not the "
             f"contiguous dimension of {wrong}",
             "declare the operands K-contiguous (the weights of y = x W^T as torch keeps "
-            "them, `B: f16[K, N] col` with `swap_operands`), or use stages 1 or more",
+            f"them, `B: f16[K, N] col` with `swap_operands`){staged}",
         )
     bk = sched.block[2]
-    if bk % DIRECT_K_GROUP:
+    # a vector of mma.sync holds two of its k16 steps (a K step of 256 holds whole vectors)
+    if bk % DIRECT_K_GROUP and sched.mma[2] < DIRECT_K_GROUP:
         errs.add(
             sched.loc("block"),
-            f"BK = {bk}: on the direct path (mma.sync, stages 0) a lane's 16-byte vector "
+            f"BK = {bk}: on the direct path ({words}, stages 0) a lane's 16-byte vector "
             f"holds two k16 steps, so BK must be a multiple of {DIRECT_K_GROUP}",
             f"make BK a multiple of {DIRECT_K_GROUP}, e.g. {max(DIRECT_K_GROUP, bk - bk % 32)}",
         )
     if sched.epilogue_via != "direct":
         errs.add(
             sched.loc("epilogue_via"),
-            f"epilogue_via {sched.epilogue_via}: the direct path (mma.sync, stages 0) has "
+            f"epilogue_via {sched.epilogue_via}: the direct path ({words}, stages 0) has "
             "no shared-memory tiles; it stores C from the registers",
             "write `epilogue_via direct`, or drop the line",
         )
     if sched.epilogue:
         errs.add(
             sched.loc("epilogue"),
-            "an epilogue on the direct path (mma.sync, stages 0) is not built yet",
-            "drop the epilogue (and apply it after the call), or use stages 1 or more",
+            f"an epilogue on the direct path ({words}, stages 0) is not built yet",
+            f"drop the epilogue (and apply it after the call){staged}",
         )
     if gemm.accumulate:
         errs.add(
             loc,
-            "`C +=` on the direct path (mma.sync, stages 0) is not built yet: its warps "
+            f"`C +=` on the direct path ({words}, stages 0) is not built yet: its warps "
             "start from zero",
-            "write `C[...] = ...` and add C after the call, or use stages 1 or more",
+            f"write `C[...] = ...` and add C after the call{staged}",
         )
     if sched.accumulate != "f32":
         errs.add(
             sched.loc("accumulate"),
-            f"accumulate {sched.accumulate}: the direct path (mma.sync, stages 0) "
+            f"accumulate {sched.accumulate}: the direct path ({words}, stages 0) "
             "accumulates in f32 only",
             "write `accumulate f32`, or drop the line",
         )
@@ -96,3 +103,16 @@ def check_direct(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
             "block's partial sum has a workspace slot of its own per product, not per batch)",
             "drop `split_k`, or launch the products one by one",
         )
+
+
+def _path_words(sched: Schedule) -> str:
+    """The path as the messages name it: `mma.sync`, or the directive (`mma fma`)."""
+    path = sched.path
+    return path.name if path.shape_syntax != "word" else f"mma {path.shape_text(sched.mma)}"
+
+
+def _can_stage(sched: Schedule) -> bool:
+    """Whether the path would take the schedule with shared-memory stages (mma.sync does;
+    the fma path reads only from global memory)."""
+    one = replace(sched, stages=1)
+    return all(need.holds(one) for need in sched.path.requirements if need.directive == "stages")

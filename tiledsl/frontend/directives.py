@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from ..errors import Collector
-from ..ir.paths import ptx_path
+from ..ir.paths import FMA, FMA_SHAPE, ptx_path
 from ..ir.schedule import Schedule
 from ..ir.targets import TARGETS, UNMODELLED, parse_target_name
 from ..limits import INT_MAX, INT_TEXT_DIGITS, MAX_STAGES, MAX_SWIZZLE
@@ -120,6 +120,8 @@ _PTX_SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
 
 def _read_mma(d, errs):
     word = _word(d)
+    if word == FMA.name:  # the CUDA cores: one warp shape (tiledsl.ir.paths.FMA)
+        return {"mma": FMA_SHAPE, "instruction": FMA.name}
     if word:
         match = _PTX_SHAPE.fullmatch(word)
         if match is None:
@@ -127,7 +129,7 @@ def _read_mma(d, errs):
                 d.args[0].loc,
                 f"'{word}' is not an instruction shape",
                 "write the mma.sync shape as mMnNkK, e.g. `mma m16n8k16`, "
-                "or a WMMA fragment as `mma 16 x 16 x 16`",
+                "a WMMA fragment as `mma 16 x 16 x 16`, or `mma fma` (the CUDA cores)",
             )
             return {}
         if any(len(x) > INT_TEXT_DIGITS for x in match.groups()):

@@ -9,6 +9,7 @@ is the path description's to say (`kernel.schedule.path`, see tiledsl.ir.paths):
     wmma_pointer   a WMMA base pointer: 32-byte aligned, a leading dimension of whole 16 bytes
     lane_rows      ldmatrix: each lane's 16-byte line address aligned to 16 bytes
     lane_pairs     an accumulator lane's two elements of a row-major row, aligned to two
+    lane_total     the fma path's accumulator: the warp's total, one element moved by one lane
     descriptor     wgmma's shared-memory descriptor: a 128-byte-swizzled tile starting on a
                    line in 8s and 16 bytes, in a buffer on 1024 bytes
 
@@ -57,6 +58,8 @@ def check_fragment_pointer(memory: Memory, tile: Tile, stmt, read_async: bool) -
                 _check_descriptor(memory, tile, stmt, size, base)
         case "lane_rows" | "lane_pairs":
             _check_lane_pointers(memory, tile, stmt, size, base)
+        case "lane_total":  # the fma path's warp total: one element by one lane
+            pass
         case _:  # "wmma_pointer"
             _check_wmma_pointer(memory, tile, stmt, size, base)
 

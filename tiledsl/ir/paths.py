@@ -15,6 +15,11 @@ entry in `PATHS` and one lowering in `tiledsl.emit.paths`.
               loaded by ldmatrix with one row address per lane (so tiles may be swizzled)
     wgmma     `mma m64nNk16`: Hopper's warpgroup instruction, A and B read from 128-byte-
               swizzled shared memory by descriptor, asynchronously, in groups
+    fma       `mma fma`: no tensor core: the CUDA cores' fused multiply-adds, a warp's
+              fragment one line of A by one line of B over 256 K elements (each lane 8
+              consecutive ones, a 16-byte vector of each, into an f32 partial sum; the
+              warp's 32 partials added by shuffles when the sum leaves): a few-token
+              product read a warp a weight row, 512 bytes of it an instruction
 """
 
 from __future__ import annotations
@@ -26,14 +31,15 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from .schedule import Schedule
 
-InstructionName = Literal["wmma", "mma.sync", "wgmma"]
+InstructionName = Literal["wmma", "mma.sync", "wgmma", "fma"]
 #: How a path's A and B fragments reach their data, and what the pointer must satisfy:
 #: a WMMA base pointer (32-byte aligned, a leading dimension of whole 16 bytes), one
 #: 16-byte row address per lane (ldmatrix), or a shared-memory descriptor.
 OperandAccess = Literal["wmma_pointer", "lane_rows", "descriptor"]
 #: How accumulators move to and from memory: through a WMMA base pointer, or lane by
 #: lane in pairs of elements (aligned to two elements).
-AccumulatorAccess = Literal["wmma_pointer", "lane_pairs"]
+#: (`lane_total`: the fma path's warp total, one element moved by one lane.)
+AccumulatorAccess = Literal["wmma_pointer", "lane_pairs", "lane_total"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,7 @@ class Requirement:
 @dataclass(frozen=True)
 class InstructionPath:
     name: InstructionName
-    shape_syntax: Literal["dims", "ptx"]  # `mma 16 x 16 x 16` or `mma m16n8k16`
+    shape_syntax: Literal["dims", "ptx", "word"]  # `mma 16 x 16 x 16`, `mma m16n8k16`, `mma fma`
     target_shapes: str  # the Target field listing its shapes per input type
     warps_per_ir_warp: int  # 4: the IR's warp is a warpgroup
     ir_warp: str  # what the IR's warp is called in reports: "warp" or "warpgroup"
@@ -99,6 +105,8 @@ class InstructionPath:
         """The shape as the `mma` directive writes it on this path."""
         if self.shape_syntax == "dims":
             return " x ".join(map(str, shape))
+        if self.shape_syntax == "word":
+            return self.name
         return "m{}n{}k{}".format(*shape)
 
     def compact_shape(self, shape: tuple[int, int, int]) -> str:
@@ -253,7 +261,53 @@ WGMMA = InstructionPath(
     mma_label="wgmma.mma_async (each warpgroup)",
 )
 
-PATHS: dict[str, InstructionPath] = {p.name: p for p in (WMMA, MMA_SYNC, WGMMA)}
+#: The fma path's one warp shape: a line of A by a line of B over 32 lanes x 8 elements of K.
+FMA_SHAPE = (1, 1, 256)
+
+FMA = InstructionPath(
+    name="fma",
+    shape_syntax="word",
+    target_shapes="fma_shapes",
+    warps_per_ir_warp=1,
+    ir_warp="warp",
+    mma_call="fma",
+    operands="lane_rows",
+    accumulators="lane_total",
+    fragments_in_registers=True,
+    lane_addressed=True,
+    uniform_warp_index=False,
+    reads_tiles_async=False,
+    feeds_tma_pipeline=False,
+    reads_swizzled_lines=False,
+    swizzle_panel_bytes=0,
+    smem_align=128,
+    smem_slack=0,
+    default_pad=None,
+    k_line_elements=0,
+    build_suffix="",
+    direct_vectors=True,
+    devices=(),
+    devices_text="",
+    family="fma",
+    requirements=(
+        Requirement(
+            "stages",
+            lambda s: s.stages == 0,
+            "mma fma loads each lane's vectors straight from global memory (the direct "
+            "path): it has no shared-memory stages to read (stages {stages})",
+            "write `stages 0`",
+        ),
+    ),
+    no_path="{target} has no fma path",
+    no_path_fix="use a WMMA fragment shape: {wmma_shapes}",
+    no_shape="{target} has no fma path for {dtype} here",
+    n_panel_elements=0,
+    shapes_note="the fma path's warp shape: {shapes}",
+    load_label="16-byte vectors, a lane's 8 K elements",
+    mma_label="fma (CUDA cores), the warp's partials",
+)
+
+PATHS: dict[str, InstructionPath] = {p.name: p for p in (WMMA, MMA_SYNC, WGMMA, FMA)}
 
 
 def ptx_path(shape: tuple[int, int, int]) -> InstructionPath:

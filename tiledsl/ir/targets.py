@@ -26,6 +26,10 @@ _PTX = {"f16": _PTX_F16, "bf16": _PTX_F16}
 # atom: InstructionPath.n_panel_elements), a K-contiguous B takes narrow N (few tokens).
 _WGMMA_F16: tuple[Shape, ...] = tuple((64, n, 16) for n in range(8, 257, 8))
 _WGMMA = {"f16": _WGMMA_F16, "bf16": _WGMMA_F16}
+# The CUDA cores' fused multiply-adds (`mma fma`): a warp's fragment is a line of A by a line
+# of B over 256 K elements (tiledsl.ir.paths.FMA), on every CUDA GPU.
+_FMA_F16: tuple[Shape, ...] = ((1, 1, 256),)
+_FMA = {"f16": _FMA_F16, "bf16": _FMA_F16}
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,8 @@ class Target:
     ptx_mma_shapes: dict[str, tuple[Shape, ...]] | None = None
     # input dtype -> wgmma shapes (sm_90a only; built for sm_90a, the chip's own target)
     wgmma_shapes: dict[str, tuple[Shape, ...]] | None = None
+    # input dtype -> the fma path's warp shape (`mma fma`, the CUDA cores)
+    fma_shapes: dict[str, tuple[Shape, ...]] | None = None
 
     def registers_per_thread(self, threads: int) -> int:
         """The most registers a thread may hold in a block of `threads` threads.
@@ -82,6 +88,7 @@ TARGETS: dict[str, Target] = {
         True,
         32,
         _PTX,
+        fma_shapes=_FMA,
     ),
     "cuda sm_90": Target(
         "cuda",
@@ -98,6 +105,7 @@ TARGETS: dict[str, Target] = {
         32,
         _PTX,
         _WGMMA,
+        fma_shapes=_FMA,
     ),
     "cuda sm_120": Target(
         "cuda",
@@ -113,6 +121,7 @@ TARGETS: dict[str, Target] = {
         True,
         32,
         _PTX,
+        fma_shapes=_FMA,
     ),
     "musa mp_22": Target(
         "musa",

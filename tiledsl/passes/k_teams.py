@@ -136,13 +136,14 @@ def k_teams(kernel: KernelIR) -> KernelIR:
         *map_body(after, by_team0),
     )
     bm, bn, _ = s.block
+    lines_f32 = 16 // 4  # a line of whole 16 bytes (the fma path's tiles may be 1 wide)
     buffer = SharedBuffer(
         TEAM_SUMS,
         "f32",
         s.warps_k,
         bm,
         bn,
-        bn,
+        -(-bn // lines_f32) * lines_f32,
         "the K teams' sums, a slot per team",
         loc,
     )
