@@ -80,19 +80,26 @@ def main() -> None:
     rng = np.random.default_rng(0)
     a_np = rng.integers(-2, 3, (m, k)).astype(np.float16)
     b_np = rng.integers(-2, 3, (k, n)).astype(np.float16)
-    a, b = torch.from_numpy(a_np).cuda(), torch.from_numpy(b_np).cuda()
+    col = kernel.gemm.b.layout == "col"  # B as the file declares it (col: W.t(), a view)
+    a = torch.from_numpy(a_np).cuda()
+    b = (
+        torch.from_numpy(np.ascontiguousarray(b_np.T)).cuda().t()
+        if col
+        else torch.from_numpy(b_np).cuda()
+    )
     c = kernel(a, b)
     expected = torch.from_numpy(a_np.astype(np.float64) @ b_np.astype(np.float64)).cuda()
     assert torch.equal(c.double(), expected.half().double()), "the kernel's product is wrong"
     op = tiledsl.torch.register(kernel, "call_overhead")
     assert torch.equal(op(a, b), c)
-    ca, cb, cc = cupy.asarray(a_np), cupy.asarray(b_np), cupy.empty((m, n), cupy.float16)
+    cb = cupy.asarray(np.ascontiguousarray(b_np.T)).T if col else cupy.asarray(b_np)
+    ca, cc = cupy.asarray(a_np), cupy.empty((m, n), cupy.float16)
 
     # the bare launch: the plan's launcher, its arguments built once, called directly
     plan = next(iter(kernel._plans.values()))
     launcher = kernel._gpu[plan.choice.kernel.name]
     pointers = {"A": a.data_ptr(), "B": b.data_ptr(), "C": c.data_ptr()}
-    grid, bare_args = launcher.arguments(pointers, plan.choice.sizes)
+    grid, bare_args, _staged = launcher.arguments(pointers, plan.choice.sizes)
     block, shared = (launcher.launch.threads,), launcher.launch.smem_bytes
     stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
 
