@@ -142,6 +142,23 @@ kernel fz_wgmma {
     target  cuda sm_90
 }
 """,
+    "gen/fma.tile": """\
+# fuzz seed: the fma path (mma fma, stages 0): a warp a weight row, the CUDA cores' fmas
+kernel fz_fma {
+    A: f16[M, K] row
+    B: f16[K, N] col
+    C: f16[M, N] row
+    C[m, n] = A[m, k] * B[k, n]
+
+    swap_operands
+    block   8 x 1 x 512
+    mma     fma
+    stages  0
+    split_k 2
+    swizzle none
+    target  cuda sm_90
+}
+""",
     "gen/musa.tile": """\
 # fuzz seed: MUSA mp_22 (128-thread warps), synchronous copies, an f16 C through shared memory
 kernel fz_musa {
@@ -236,7 +253,7 @@ WORDS = (
     + (
         "f16 bf16 f32 f64 row col auto none xor async sync grouped zigzag all minimal ab ba "
         "alternate alpha beta relu bias direct shared cuda musa sm_80 sm_90 sm_120 mp_22 mp_31 "
-        "m16n8k16 m64n128k16 m64n256k16 m64n8k16 int main half threadIdx kΩ k_edge M N K m n k "
+        "m16n8k16 m64n128k16 m64n256k16 m64n8k16 fma int main half threadIdx kΩ k_edge M N K m n k "
         "tma pingpong cooperative"
     ).split()
 )
@@ -264,6 +281,7 @@ DIRECTIVES: dict[str, tuple[str, ...]] = {
         "mma m64n128k16",
         "mma m64n64k16",
         "mma m64n256k16",
+        "mma fma",
         "mma 32 x 32 x 16",
         "mma 16 x 8 x 8",
     ),

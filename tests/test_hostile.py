@@ -500,6 +500,19 @@ def test_an_output_folder_that_cannot_be_made(tmp_path, capsys):
     assert r.err.endswith(": Not a directory; nothing was written\n")
 
 
+def test_a_folder_made_before_a_name_too_long_is_removed(tmp_path, capsys):
+    """`viz -o DIR` writes DIR/KERNEL/...: with a kernel name longer than the file system
+    takes, DIR is made and DIR/KERNEL is not; DIR must not be left behind (fuzz seed
+    20261208, case 76)."""
+    name = "k" + "x" * 300
+    text = HGEMM.replace("kernel hgemm", f"kernel {name}", 1)
+    out = tmp_path / "vizdir"
+    r = cli(["viz", write(tmp_path, text), "-o", out], capsys)
+    assert r.code == 1, r.err
+    assert r.err.endswith("File name too long; nothing was written\n")
+    assert not out.exists()
+
+
 def test_standard_output_on_a_full_device(tmp_path):
     source = write(tmp_path, HGEMM)
     with open("/dev/full", "w") as full:

@@ -95,7 +95,7 @@ def write_outputs(outputs: dict[Path, str | bytes], inputs=()) -> None:
     current = next(iter(targets), None)
     try:
         for current, data in targets.items():
-            made += _make_parents(current.parent)
+            _make_parents(current.parent, made)
             written.append((_write_temporary(current, data), current))
         for temporary, current in written:
             os.replace(temporary, current)
@@ -140,8 +140,10 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _make_parents(folder: Path) -> list[Path]:
-    """Make `folder` and the parents it lacks; the ones made, outermost first."""
+def _make_parents(folder: Path, made: list[Path]) -> None:
+    """Make `folder` and the parents it lacks, adding each one made to `made` (outermost
+    first) as it is made: a failure part of the way (a name too long for the file system)
+    leaves `made` holding the ones to remove."""
     missing = []
     while not folder.exists():
         missing.append(folder)
@@ -150,7 +152,7 @@ def _make_parents(folder: Path) -> list[Path]:
         raise OSError(20, "Not a directory", str(folder))
     for each in reversed(missing):
         each.mkdir()
-    return list(reversed(missing))
+        made.append(each)
 
 
 def _write_temporary(target: Path, data: str | bytes) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .paths import FMA_SHAPE
+
 Shape = tuple[int, int, int]
 Vendor = Literal["cuda", "musa"]
 
@@ -28,7 +30,7 @@ _WGMMA_F16: tuple[Shape, ...] = tuple((64, n, 16) for n in range(8, 257, 8))
 _WGMMA = {"f16": _WGMMA_F16, "bf16": _WGMMA_F16}
 # The CUDA cores' fused multiply-adds (`mma fma`): a warp's fragment is a line of A by a line
 # of B over 256 K elements (tiledsl.ir.paths.FMA), on every CUDA GPU.
-_FMA_F16: tuple[Shape, ...] = ((1, 1, 256),)
+_FMA_F16: tuple[Shape, ...] = (FMA_SHAPE,)
 _FMA = {"f16": _FMA_F16, "bf16": _FMA_F16}
 
 
