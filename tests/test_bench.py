@@ -545,7 +545,7 @@ def test_shapes_times_each_group_of_files_where_it_may_win(monkeypatch) -> None:
     shapes = _bench_script("shapes", monkeypatch)
     sizes = shapes.llama_shapes()
     plan = shapes.default_plan(sizes)
-    assert [len(at) for _, at in plan] == [20, 6, 8, 24, 12, 4, 4, 6, 8, 8]
+    assert [len(at) for _, at in plan] == [20, 6, 8, 24, 12, 4, 4, 6, 8, 8, 4]
     # the files tuned over suites of their own: timed at their suites' shapes, the 64-row
     # clustered space's kernels at fewer tokens on the same weights too
     assert [files for files, _ in plan[4:]] == [[f] for f, *_ in shapes.SUITE_TUNED]
@@ -566,8 +566,9 @@ def test_shapes_times_each_group_of_files_where_it_may_win(monkeypatch) -> None:
     assert plan[5][1] == plan[6][1] and {s[0] for s in plan[5][1]} == {256, 512}
     # the tiles that make N = 12288 and 22016 one round of the SMs, at their suite's tokens
     assert plan[7][1] == [(m, n, 4096) for n in (12288, 22016) for m in (1, 16, 64)]
-    # the direct path's tiles (mma.sync, stages 0), at 1 and 16 tokens
+    # the direct path's tiles (mma.sync, stages 0), at 1 and 16 tokens; the fma path's at 1
     assert sorted(plan[8][1]) == sorted(s for s in sizes if s[0] in (1, 16))
+    assert sorted(plan[10][1]) == sorted(s for s in sizes if s[0] == 1)
     mid = [(m, 4096, k) for k in (4096, 11008) for m in (256, 512, 1000)]
     assert plan[1] == ([shapes.MID_TOKENS], mid)
     assert plan[2][0] == [shapes.SWAPPED] and all(s[0] <= 16 for s in plan[2][1])

@@ -78,6 +78,10 @@ def test_compile_prints_cuda_source(path: Path, capsys) -> None:
         assert "mma.sync.aligned.m16n8k16" in src and "ldmatrix_x4(" in src
         assert "wmma::" not in src.split("// ---- kernel")[1]
         return
+    if re.search(r"^\s*mma\s+fma\b", path.read_text(), re.M):  # the fma path
+        assert "fma_dot8<" in src and "warp_total(" in src
+        assert "wmma::" not in src.split("// ---- kernel")[1]
+        return
     assert "wmma::mma_sync(" in src
     assert "wmma::load_matrix_sync(" in src
     assert "wmma::store_matrix_sync(" in src

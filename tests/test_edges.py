@@ -105,7 +105,8 @@ def test_any_shape_any_layout_is_exact(m, n, k, layouts, transposed, c_type, sta
 def test_every_example_with_shared_tiles_runs_odd_sizes(path) -> None:
     kernel = compile_file(path).kernels[0]
     bm, bn, bk = kernel.schedule.block
-    report = run_cpu(kernel, (bm + 3, bn - 5, 2 * bk + 9), seed=5)
+    # (at least 1 where a tile is a few lines wide: the fma path's is 1 column)
+    report = run_cpu(kernel, (bm + 3, max(bn - 5, 1), 2 * bk + 9), seed=5)
     assert report.ok, report.render()
 
 

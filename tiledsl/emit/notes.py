@@ -90,6 +90,8 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
         notes["persistent"] = ("persistent", _persisting(k))
     if s.grid_split:
         notes["split_k"] = (f"split_k {s.grid_split}", _splitting(k))
+    elif "split_k" in s.written and not s.persistent:  # `split_k 1`, a tuned point's
+        notes["split_k"] = ("split_k 1", "no split: each tile's K steps in one block")
     if s.warps_k > 1 or "warps_k" in s.written:
         notes["warps_k"] = _k_teams_note(k)
     if declares_blocks_per_sm(k):

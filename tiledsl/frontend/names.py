@@ -56,6 +56,8 @@ GENERATED = frozenset(
     take_ticket fence_proxy_async_global bulk_load direct_vector direct_vector_inside direct_word
     named_barrier __stcg __ldcg make_float4 float4
     __floats2bfloat162_rn __half2 __floats2half2_rn Divisor __umulhi"""
+    # the fma path's helpers (tiledsl.emit.fma)
+    """ fma_dot8 warp_total pair_to_float2"""
     # the kernel's constants (its `NAME_schedule` namespace)
     """ BM BN BK MMA_M MMA_N MMA_K WARPS_M WARPS_N WARP_SIZE THREADS GROUP_M PANEL_N ALPHA
     BETA Cs CS_ROWS CS_COLS CS_PITCH STAGES STAGE_BYTES STORE_COLUMNS PRODUCER_REGISTERS
@@ -78,7 +80,7 @@ GENERATED_LOCALS = frozenset(
     dp_rounds sk_steps workers slices sk_first sk_last u k_lo k_hi partial sum sk_blocks sk_quotient
     sk_remainder u_tile c_base c_first value multiplier shift tickets ticket ticket_box counter
     drawn slice last_step fetched at part from flag_at handed kteam kr kt_sum vec0 vec1 a_vec b_vec
-    extent inside k_run slice_steps""".split()
+    extent inside k_run slice_steps word bf16 BF16 aw bw total""".split()
 )
 
 #: Locals declared `extern` (the dynamic shared memory): they have linkage, so they may not
