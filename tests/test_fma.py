@@ -89,6 +89,16 @@ def test_fma_epilogue_not_built(tmp_path, capsys) -> None:
     )
 
 
+def test_fma_pad_says_there_are_no_rows(tmp_path, capsys) -> None:
+    """`pad xor` on the fma path: the direct path's refusal (no shared rows), not WMMA's."""
+    text = with_lines("pad xor")
+    assert check_error(text, tmp_path, capsys) == (
+        line_of(text, "pad"),
+        5,
+        "pad changes shared-memory rows, and stages 0 has none",
+    )
+
+
 def test_musa_has_no_fma_path(tmp_path, capsys) -> None:
     text = FMA.replace("    swizzle none\n", "    swizzle none\n    target  musa mp_22\n")
     assert check_error(text, tmp_path, capsys) == (

@@ -36,7 +36,7 @@ from ..ir.nodes import (
     StoreFrag,
 )
 from ..ir.paths import FMA
-from .mma_sync import DIRECT_VECTOR_HELPERS, MmaSyncLowering, by_team0
+from .mma_sync import DIRECT_VECTOR_HELPERS, MmaSyncLowering, by_team0, direct_vector_call
 from .partials import TICKET_HELPERS
 
 FMA_HELPERS = """\
@@ -131,20 +131,10 @@ class FmaLowering(MmaSyncLowering):
 def _vector_load(emitter, k: KernelIR, s: LoadFrag, interior: bool) -> list[str]:
     """The lane's 16-byte vector of the fragment's line, K elements 8 lane .. 8 lane + 7
     (zeros outside the operand; element by element where it reaches past K)."""
-    frag = k.fragment(s.frag.name)
-    tile = s.src
-    assert isinstance(tile, GlobalTile)
-    if frag.role == "matrix_a":  # a row of the row-major M x K operand
-        row, col, count = "0", "8 * lane", k.gemm.m
-    else:  # a column of the column-major K x N operand
-        row, col, count = "8 * lane", "0", k.gemm.n
-    gr, gc = emitter.global_rc(tile, row, col)
-    line, along = (gr, gc) if frag.role == "matrix_a" else (gc, gr)
-    pointer = f"reinterpret_cast<const unsigned short*>(&{emitter.element(k, tile, row, col)})"
-    inside = f"{line} < {emitter.expr(count)}"
-    if interior:
-        return [f"{s.frag} = direct_vector_inside({pointer}, {inside});"]
-    return [f"{s.frag} = direct_vector({pointer}, {inside}, {along}, {emitter.expr(k.gemm.k)});"]
+    role = k.fragment(s.frag.name).role
+    assert isinstance(s.src, GlobalTile)
+    row, col = ("0", "8 * lane") if role == "matrix_a" else ("8 * lane", "0")
+    return [f"{s.frag} = {direct_vector_call(emitter, k, s.src, role, row, col, interior)};"]
 
 
 def _total_out(emitter, k: KernelIR, s: StoreFrag) -> list[str]:

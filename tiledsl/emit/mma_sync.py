@@ -436,10 +436,8 @@ def _direct_load(emitter, k: KernelIR, s: LoadFrag, interior: bool) -> list[str]
     column = f"4 * t - 16 * ({step})"  # the vector's first K column, within the tile
     if frag.role == "matrix_a":  # rows g, g + 8 of a row-major M x K tile
         lines_of = [("g", column), ("g + 8", column)]
-        extent, count = k.gemm.k, k.gemm.m
     else:  # token g of a column-major K x N tile
         lines_of = [(column, "g")]
-        extent, count = k.gemm.k, k.gemm.n
     vectors = f"{frag.name}_vec" + str(s.frag)[len(frag.name) :]
     out = [
         f"{{  // {s.frag} <- {tile.operand}: the lane's 16 bytes of K"
@@ -448,22 +446,30 @@ def _direct_load(emitter, k: KernelIR, s: LoadFrag, interior: bool) -> list[str]
         f"    if (({step}) == 0) {{  // the group's first step loads its vectors",
     ]
     for v, (row, col) in enumerate(lines_of):
-        gr, gc = emitter.global_rc(tile, row, col)
-        line, along = (gr, gc) if frag.role == "matrix_a" else (gc, gr)
-        where = emitter.element(k, tile, row, col)
-        pointer = f"reinterpret_cast<const unsigned short*>(&{where})"
-        inside = f"{line} < {emitter.expr(count)}"
-        out.append(
-            f"        {vectors}[{v}] = direct_vector_inside({pointer}, {inside});"
-            if interior
-            else f"        {vectors}[{v}] = direct_vector({pointer}, {inside}, {along}, "
-            f"{emitter.expr(extent)});"
-        )
+        load = direct_vector_call(emitter, k, tile, frag.role, row, col, interior)
+        out.append(f"        {vectors}[{v}] = {load};")
     out.append("    }")
     words = [(0, 0), (1, 0), (0, 1), (1, 1)] if frag.role == "matrix_a" else [(0, 0), (0, 1)]
     for q, (v, w) in enumerate(words):
         out.append(f"    {s.frag}[{q}] = direct_word({vectors}[{v}], 2 * ({step}) + {w});")
     return [*out, "}"]
+
+
+def direct_vector_call(
+    emitter, k: KernelIR, tile: GlobalTile, role: str, row: str, col: str, interior: bool
+) -> str:
+    """The helper call that loads the lane's 16-byte vector of K at element (row, col) of a
+    direct tile (A: a row of the row-major M x K operand; B: a column of the column-major
+    K x N one): only its line tested in a K step inside K (`interior`), else element by
+    element where it reaches past K."""
+    gr, gc = emitter.global_rc(tile, row, col)
+    line, along = (gr, gc) if role == "matrix_a" else (gc, gr)
+    count = k.gemm.m if role == "matrix_a" else k.gemm.n
+    pointer = f"reinterpret_cast<const unsigned short*>(&{emitter.element(k, tile, row, col)})"
+    inside = f"{line} < {emitter.expr(count)}"
+    if interior:
+        return f"direct_vector_inside({pointer}, {inside})"
+    return f"direct_vector({pointer}, {inside}, {along}, {emitter.expr(k.gemm.k)})"
 
 
 def _along_k(pair: tuple, role: str):

@@ -509,7 +509,8 @@ def _check_path(
         if not need.holds(sched):
             ok = False
             errs.add(sched.loc(need.directive), need.message.format(stages=sched.stages), need.fix)
-    if sched.pad == "xor" and not path.reads_swizzled_lines:
+    # (the direct path has no shared tiles to swizzle: refusals.py says `pad` has none to pad)
+    if sched.pad == "xor" and not path.reads_swizzled_lines and not sched.direct:
         errs.add(
             sched.loc("pad"),
             "pad xor permutes each row's 16-byte chunks, and WMMA's load_matrix_sync "
