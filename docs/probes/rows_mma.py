@@ -241,7 +241,9 @@ SMEM_LIMIT = 227 * 1024
 SINK = cp.zeros(1, cp.uint32)
 
 
-#: What the parts-off variants leave out (the full kernel: all three on).
+#: What the parts-off variants leave out (the full kernel: all three on). "no mma" leaves
+#: out everything after the loop with the mmas (the split's partial sums, ticket, adds and
+#: C's store): its time is the loop's reads, exchange and fragment loads alone.
 PARTS = {
     "full": (1, 1, 1),
     "no mma": (1, 1, 0),
@@ -366,7 +368,7 @@ def main() -> None:
     ap.add_argument(
         "--parts",
         action="store_true",
-        help="time the fastest form with parts left out (the math, the exchange, the tokens)",
+        help="time the fastest form without parts (mmas and fix-up, exchange, tokens)",
     )
     ap.add_argument(
         "--deeper",
