@@ -41,8 +41,17 @@ class DirectiveNote:
 
 def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
     """A note per directive, in the order the emitted code shows them."""
+    notes = {**_every_kernels_notes(k), **_optional_notes(k)}
+    return {
+        name: DirectiveNote(name, text, _where(k, name), meaning)
+        for name, (text, meaning) in notes.items()
+    }
+
+
+def _every_kernels_notes(k: KernelIR) -> dict[str, tuple[str, str]]:
+    """(text, meaning) of the directives every kernel has, written or by default."""
     s = k.schedule
-    notes = {
+    return {
         "block": (
             f"block {' x '.join(map(str, s.block))}",
             "the tile one thread block computes, and its K step",
@@ -77,6 +86,13 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
             f"{k.target.warp_width}-thread warps" + lowering_for(k).target_note(),
         ),
     }
+
+
+def _optional_notes(k: KernelIR) -> dict[str, tuple[str, str]]:
+    """(text, meaning) of the directives a kernel has only where it uses them (or where
+    the file writes them: a tuned point's `split_k 1`, `warps_k 1`, `cluster 1 x 1`)."""
+    s = k.schedule
+    notes = {}
     if s.swap_operands:
         notes["swap_operands"] = (
             "swap_operands",
@@ -100,26 +116,30 @@ def directive_notes(k: KernelIR) -> dict[str, DirectiveNote]:
         notes["cluster"] = (f"cluster {s.cluster[0]} x {s.cluster[1]}", _clustering(k))
     epilogue = Epilogue.of(s, k.gemm)
     if epilogue is not None:
-        where = (
-            "on the accumulators in registers, before C is stored or staged"
-            if s.warp_specialize
-            else "as the lanes store it"
-        )
-        notes["epilogue"] = (
-            "epilogue " + ", ".join(" ".join(g) for g in s.epilogue)
-            if s.epilogue
-            else f"{k.gemm.c.name} +=",
-            f"each C element, {where}: {epilogue.describe()}",
-        )
+        notes["epilogue"] = (_epilogue_text(k), _epilogue_meaning(k, epilogue))
     if s.attributes:
         notes["attributes"] = (
             "attributes " + ", ".join(s.attributes),
             "passed to the kernel as __attribute__((...))",
         )
-    return {
-        name: DirectiveNote(name, text, _where(k, name), meaning)
-        for name, (text, meaning) in notes.items()
-    }
+    return notes
+
+
+def _epilogue_text(k: KernelIR) -> str:
+    """The epilogue as written, or `C +=` for a product that adds to C."""
+    s = k.schedule
+    if s.epilogue:
+        return "epilogue " + ", ".join(" ".join(g) for g in s.epilogue)
+    return f"{k.gemm.c.name} +="
+
+
+def _epilogue_meaning(k: KernelIR, epilogue: Epilogue) -> str:
+    where = (
+        "on the accumulators in registers, before C is stored or staged"
+        if k.schedule.warp_specialize
+        else "as the lanes store it"
+    )
+    return f"each C element, {where}: {epilogue.describe()}"
 
 
 def _storing_c(k: KernelIR) -> str:
