@@ -92,7 +92,7 @@ def _optional_notes(k: KernelIR) -> dict[str, tuple[str, str]]:
     """(text, meaning) of the directives a kernel has only where it uses them (or where
     the file writes them: a tuned point's `split_k 1`, `warps_k 1`, `cluster 1 x 1`)."""
     s = k.schedule
-    notes = {}
+    notes: dict[str, tuple[str, str]] = {}
     if s.swap_operands:
         notes["swap_operands"] = (
             "swap_operands",
