@@ -52,42 +52,47 @@ class Requirement:
     fix: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class InstructionPath:
+    """What an instruction path is, for every pass and emitter that differs by path. The
+    defaults are a warp-level path's that reads its tiles from registers it loads itself
+    (WMMA, mma.sync, fma): a description writes only where its path differs."""
+
     name: InstructionName
     shape_syntax: Literal["dims", "ptx", "word"]  # `mma 16 x 16 x 16`, `mma m16n8k16`, `mma fma`
     target_shapes: str  # the Target field listing its shapes per input type
-    warps_per_ir_warp: int  # 4: the IR's warp is a warpgroup
-    ir_warp: str  # what the IR's warp is called in reports: "warp" or "warpgroup"
+    warps_per_ir_warp: int = 1  # 4: the IR's warp is a warpgroup
+    ir_warp: str = "warp"  # what the IR's warp is called in reports: "warp" or "warpgroup"
     mma_call: str  # what `check` calls one mma
     operands: OperandAccess
     accumulators: AccumulatorAccess
-    fragments_in_registers: bool  # A and B fragments live in registers (not descriptors)
+    fragments_in_registers: bool = True  # A and B fragments live in registers (not descriptors)
     lane_addressed: bool  # each lane computes its own addresses: the kernel names `lane`
     # the warp's place in the block (wm, wn) is read from lane 0 (__shfl_sync), so nvcc knows
     # it is the same in every lane: what is computed from it (wgmma's descriptors) stays in
     # uniform registers, off the vector pipes
-    uniform_warp_index: bool
-    reads_tiles_async: bool  # the tensor cores read A and B after the issue (wgmma groups)
+    uniform_warp_index: bool = False
+    reads_tiles_async: bool = False  # the tensor cores read A and B after the issue (wgmma groups)
     reads_swizzled_lines: bool  # can read `pad xor` tiles
-    feeds_tma_pipeline: bool  # reads the 128-byte swizzle TMA writes: `copy tma` can feed it
-    swizzle_panel_bytes: int  # 0, or 128: lines cut in panels, the hardware's swizzle atom
-    smem_align: int  # bytes: where each shared buffer starts
-    smem_slack: int  # dynamic shared memory asked beyond the buffers, to reach smem_align
-    default_pad: str | None  # `pad` when the file has none (else the language's `auto`)
-    k_line_elements: int  # K-contiguous tiles are read in lines of this many elements (0: any)
+    # reads the 128-byte swizzle TMA writes: `copy tma` can feed it
+    feeds_tma_pipeline: bool = False
+    swizzle_panel_bytes: int = 0  # 0, or 128: lines cut in panels, the hardware's swizzle atom
+    smem_align: int = 128  # bytes: where each shared buffer starts
+    smem_slack: int = 0  # dynamic shared memory asked beyond the buffers, to reach smem_align
+    default_pad: str | None = None  # `pad` when the file has none (else the language's `auto`)
+    k_line_elements: int = 0  # K-contiguous tiles are read in lines of this many elements (0: any)
     # an N-contiguous B is read in panels of this many columns (0: any): the instruction's N
     # must be whole panels, where a K-contiguous B takes any N the target lists
-    n_panel_elements: int
-    build_suffix: str  # the build target is the device's arch + this (wgmma: sm_90a)
+    n_panel_elements: int = 0
+    build_suffix: str = ""  # the build target is the device's arch + this (wgmma: sm_90a)
     # `stages 0`: each lane loads its fragments straight from global memory as 16-byte
     # vectors along K (K permuted within 32-column groups, the same way in A and B), guarded,
     # so that the kernel runs every size itself (tiledsl.emit.mma_sync); else WMMA's loads
     direct_vectors: bool
-    devices: tuple[str, ...]  # archs it runs on (empty: every one of the target's vendor)
-    devices_text: str  # the same, in words
+    devices: tuple[str, ...] = ()  # archs it runs on (empty: every one of the target's vendor)
+    devices_text: str = ""  # the same, in words
     family: str  # how its `mma` shapes are written, in general
-    requirements: tuple[Requirement, ...]
+    requirements: tuple[Requirement, ...] = ()
     # the analysis's words when the target lacks the path, or the shape
     no_path: str
     no_path_fix: str
@@ -130,32 +135,16 @@ WMMA = InstructionPath(
     name="wmma",
     shape_syntax="dims",
     target_shapes="mma_shapes",
-    warps_per_ir_warp=1,
-    ir_warp="warp",
     mma_call="mma_sync",
     operands="wmma_pointer",
     accumulators="wmma_pointer",
-    fragments_in_registers=True,
     lane_addressed=False,
-    uniform_warp_index=False,
-    reads_tiles_async=False,
-    feeds_tma_pipeline=False,
     reads_swizzled_lines=False,
-    swizzle_panel_bytes=0,
-    smem_align=128,
-    smem_slack=0,
-    default_pad=None,
-    k_line_elements=0,
-    build_suffix="",
     direct_vectors=False,
-    devices=(),
-    devices_text="",
     family="M x N x K",
-    requirements=(),
     no_path="{target} has no WMMA fragments",
     no_path_fix="",
     no_shape="{target} has no {shape} {dtype} fragment",
-    n_panel_elements=0,
     shapes_note="fragment shapes here: {shapes}",
     load_label="load_matrix_sync",
     mma_label="mma_sync",
@@ -165,26 +154,12 @@ MMA_SYNC = InstructionPath(
     name="mma.sync",
     shape_syntax="ptx",
     target_shapes="ptx_mma_shapes",
-    warps_per_ir_warp=1,
-    ir_warp="warp",
     mma_call="mma_sync",
     operands="lane_rows",
     accumulators="lane_pairs",
-    fragments_in_registers=True,
     lane_addressed=True,
-    uniform_warp_index=False,
-    reads_tiles_async=False,
-    feeds_tma_pipeline=False,
     reads_swizzled_lines=True,
-    swizzle_panel_bytes=0,
-    smem_align=128,
-    smem_slack=0,
-    default_pad=None,
-    k_line_elements=0,
-    build_suffix="",
     direct_vectors=True,
-    devices=(),
-    devices_text="",
     family="m16n8k16",
     # stages 0 (fragments straight from global memory) is the analysis's to judge: it
     # needs K-contiguous operands (tiledsl.frontend.direct)
@@ -192,7 +167,6 @@ MMA_SYNC = InstructionPath(
     no_path="{target} has no mma.sync PTX path",
     no_path_fix="use a WMMA fragment shape: {wmma_shapes}",
     no_shape="{target} has no {shape} mma.sync path for {dtype} here",
-    n_panel_elements=0,
     shapes_note="instruction shapes here: {shapes}",
     load_label="load_matrix_sync",
     mma_label="mma_sync",
@@ -268,26 +242,12 @@ FMA = InstructionPath(
     name="fma",
     shape_syntax="word",
     target_shapes="fma_shapes",
-    warps_per_ir_warp=1,
-    ir_warp="warp",
     mma_call="fma",
     operands="lane_rows",
     accumulators="lane_total",
-    fragments_in_registers=True,
     lane_addressed=True,
-    uniform_warp_index=False,
-    reads_tiles_async=False,
-    feeds_tma_pipeline=False,
     reads_swizzled_lines=False,
-    swizzle_panel_bytes=0,
-    smem_align=128,
-    smem_slack=0,
-    default_pad=None,
-    k_line_elements=0,
-    build_suffix="",
     direct_vectors=True,
-    devices=(),
-    devices_text="",
     family="fma",
     requirements=(
         Requirement(
@@ -301,7 +261,6 @@ FMA = InstructionPath(
     no_path="{target} has no fma path",
     no_path_fix="use a WMMA fragment shape: {wmma_shapes}",
     no_shape="{target} has no fma path for {dtype} here",
-    n_panel_elements=0,
     shapes_note="the fma path's warp shape: {shapes}",
     load_label="16-byte vectors, a lane's 8 K elements",
     mma_label="fma (CUDA cores), the warp's partials",
