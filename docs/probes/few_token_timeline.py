@@ -164,6 +164,48 @@ def with_prefetch(src: str) -> str:
     return src.replace(head, head.replace("{\n", "{\n" + lines, 1))
 
 
+HINT_HELPERS = """
+// probe: L2 cache policies (createpolicy) and a TMA load that carries one (.L2::cache_hint)
+__device__ __forceinline__ unsigned long long probe_policy_evict_first() {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+__device__ __forceinline__ unsigned long long probe_policy_evict_last() {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+__device__ __forceinline__ void tma_load_2d_hint(void* dst, const TensorMap* map, int x, int y,
+                                                 unsigned long long* bar,
+                                                 unsigned long long policy) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;\\n"
+                 :: "r"(shared_address(dst)), "l"(map), "r"(x), "r"(y),
+                    "r"(shared_address(bar)), "l"(policy) : "memory");
+}
+"""
+
+
+def with_hints(src: str, tokens_last: bool) -> str:
+    """The weights' (B's) TMA loads marked evict_first, so that a stream read once does not
+    push out of L2 what is read again (the tokens, the split's partial sums); with
+    `tokens_last` the tokens' (A's) loads marked evict_last too. The same loads, the same
+    bytes: checked like the kernel as emitted."""
+    src = src.replace('extern "C" __global__', HINT_HELPERS + 'extern "C" __global__', 1)
+    plain = re.compile(r"tma_load_2d\((&Bs\[[^;]*)\);")
+    src, n = plain.subn(r"tma_load_2d_hint(\1, probe_policy_evict_first());", src)
+    assert n >= 1, "no TMA load of B"
+    if tokens_last:
+        src, n = re.subn(
+            r"tma_load_2d\((&As\[[^;]*)\);",
+            r"tma_load_2d_hint(\1, probe_policy_evict_last());",
+            src,
+        )
+        assert n >= 1, "no TMA load of A"
+    return src
+
+
 K_LOOP = re.compile(r"( *)for \(int kt = (\w+); kt < ([^;]+); \+\+kt\) \{\n")
 
 
@@ -320,6 +362,11 @@ def main() -> None:
     ap.add_argument("--stages", type=int, action="append", default=[], metavar="N")
     ap.add_argument("--split", action="append", default=[], metavar="S:B:STAGES")
     ap.add_argument("--rotate", action="store_true", help="also each tile's K steps rotated")
+    ap.add_argument(
+        "--hints",
+        action="store_true",
+        help="also the weights' loads marked L2 evict_first (and the tokens' evict_last)",
+    )
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--launches", type=int, default=5)
@@ -347,6 +394,13 @@ def main() -> None:
             if args.rotate:
                 src = stamped(rotated(source))
                 variants.append(("K steps rotated per tile", k, launch, src, True, 1))
+            if args.hints:
+                for label, tokens_last in (
+                    ("B evict_first", False),
+                    ("B evict_first, A evict_last", True),
+                ):
+                    src = stamped(with_hints(source, tokens_last))
+                    variants.append((label, k, launch, src, True, 1))
             for stages in args.stages:
                 k_s, launch_s, source_s = rescheduled(args.tile, name, stages, persistent=True)
                 variants.append((f"{stages} stages", k_s, launch_s, stamped(source_s), True, 1))
