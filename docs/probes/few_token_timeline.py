@@ -21,6 +21,12 @@ Variants, each timed by `tiledsl bench`'s loop beside cuBLAS (rounds in rotated 
 - `no wgmma` (**wrong on purpose**, timed without the oracles): the consumers wait for each
   stage and release it with no wgmma: the same kernel's loads, hand-overs and ends alone;
 - with `--stages N` (repeatable), `N stages` (checked): the kernel with N stages;
+- with `--hints`, `B evict_first` and `B evict_first, A evict_last` (checked): the
+  weights' TMA loads carry an L2 evict_first policy (`.L2::cache_hint`), the tokens' an
+  evict_last one in the second;
+- with `--early`, `first stages' copies before the barrier` (checked; kernels without
+  `persistent`): the thread that initialises the mbarriers issues the first STAGES steps'
+  copies right after, before the block barrier and the roles' setmaxnreg;
 - with `--rotate`, `K steps rotated per tile` (checked): tile bm takes its K steps from
   step 13 x bm of its range on, wrapping round, so that the blocks do not all read the
   same offset of their weight rows at once (the same sum in another order); and so each
@@ -36,7 +42,7 @@ Variants, each timed by `tiledsl bench`'s loop beside cuBLAS (rounds in rotated 
   against the persistent split's fixed share per SM.
 And an empty kernel of the same launch shape: what a call costs outside any kernel.
 
-    python3 docs/probes/few_token_timeline.py [--kernel NAME ...] [--rounds 3] [SIZE ...]
+    python3 docs/probes/few_token_timeline.py [--kernel NAME ...] [--hints] [--early] [--rounds 3] [SIZE ...]
 """
 
 from __future__ import annotations
@@ -206,6 +212,42 @@ def with_hints(src: str, tokens_last: bool) -> str:
     return src
 
 
+PRODUCER_LOOP = re.compile(
+    r"( *)for \(int kt = 0; kt < \(K \+ BK - 1\) / BK; \+\+kt\) \{\n"
+    r" *const int step = kt;\n"
+    r" *mbarrier_wait\(&empty\[[^\n]*\n"
+    r"((?: *mbarrier_expect_tx\([^\n]*\n)(?: *(?://|tma_load_2d)[^\n]*\n)+)"
+    r"\1\}\n"
+)
+INIT_FENCE = "        mbarrier_init_fence();\n    }\n    __syncthreads();"
+
+
+def early_loads(src: str) -> str:
+    """The first STAGES steps' copies issued by the thread that initialises the barriers,
+    right after it (what the block barrier, the roles' setmaxnreg and the producer's loop
+    set-up cost the first copies); the producer's loop starts after them. Only a kernel
+    without `persistent` (its one tile known at entry). The same loads into the same slots:
+    checked like the kernel as emitted."""
+    found = PRODUCER_LOOP.search(src)
+    assert found, "no producer K loop of one tile (a persistent kernel?)"
+    body = found.group(2)
+    first = "(K + BK - 1) / BK < STAGES ? (K + BK - 1) / BK : STAGES"
+    loop = found.group(0).replace("for (int kt = 0;", f"for (int kt = {first};", 1)
+    src = src[: found.start()] + loop + src[found.end() :]
+    # `tma_load_2d (`: not the stamps' pattern (COPY), which marks the producer loop's copies
+    body = body.replace("tma_load_2d(", "tma_load_2d (")
+    lines = "".join("    " + line.strip() + "\n" for line in body.splitlines())
+    prologue = (
+        "        fence_proxy_async();  // probe: the barriers' init before the TMA unit's use\n"
+        f"        for (int kt = 0; kt < ({first}); ++kt) {{  // probe: the first steps' copies\n"
+        "            const int step = kt;\n"
+        + "".join("        " + line + "\n" for line in lines.splitlines())
+        + "        }\n"
+    )
+    must_count(src, INIT_FENCE)
+    return src.replace(INIT_FENCE, INIT_FENCE.replace("    }\n", prologue + "    }\n", 1))
+
+
 K_LOOP = re.compile(r"( *)for \(int kt = (\w+); kt < ([^;]+); \+\+kt\) \{\n")
 
 
@@ -363,6 +405,11 @@ def main() -> None:
     ap.add_argument("--split", action="append", default=[], metavar="S:B:STAGES")
     ap.add_argument("--rotate", action="store_true", help="also each tile's K steps rotated")
     ap.add_argument(
+        "--early",
+        action="store_true",
+        help="also the first stages' copies issued before the block barrier (no persistent)",
+    )
+    ap.add_argument(
         "--hints",
         action="store_true",
         help="also the weights' loads marked L2 evict_first (and the tokens' evict_last)",
@@ -394,12 +441,17 @@ def main() -> None:
             if args.rotate:
                 src = stamped(rotated(source))
                 variants.append(("K steps rotated per tile", k, launch, src, True, 1))
+            if args.early and not k.schedule.persistent:
+                src = stamped(early_loads(source))
+                variants.append(
+                    ("first stages' copies before the barrier", k, launch, src, True, 1)
+                )
             if args.hints:
                 for label, tokens_last in (
                     ("B evict_first", False),
                     ("B evict_first, A evict_last", True),
                 ):
-                    src = stamped(with_hints(source, tokens_last))
+                    src = with_hints(stamped(source), tokens_last)
                     variants.append((label, k, launch, src, True, 1))
             for stages in args.stages:
                 k_s, launch_s, source_s = rescheduled(args.tile, name, stages, persistent=True)
