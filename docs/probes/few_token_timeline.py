@@ -24,6 +24,9 @@ Variants, each timed by `tiledsl bench`'s loop beside cuBLAS (rounds in rotated 
 - with `--hints`, `B evict_first` and `B evict_first, A evict_last` (checked): the
   weights' TMA loads carry an L2 evict_first policy (`.L2::cache_hint`), the tokens' an
   evict_last one in the second;
+- with `--defer`, `flag deferred into the next piece` (checked; stream-K and `persistent
+  split_k`, whose contributor is its block's first piece): the contributor's barrier and
+  flag DEFER_STEPS K steps into its block's next piece, its stores draining meanwhile;
 - with `--early`, `first stages' copies before the barrier` (checked; kernels without
   `persistent`): the thread that initialises the mbarriers issues the first STAGES steps'
   copies right after, before the block barrier and the roles' setmaxnreg;
@@ -42,7 +45,7 @@ Variants, each timed by `tiledsl bench`'s loop beside cuBLAS (rounds in rotated 
   against the persistent split's fixed share per SM.
 And an empty kernel of the same launch shape: what a call costs outside any kernel.
 
-    python3 docs/probes/few_token_timeline.py [--kernel NAME ...] [--hints] [--early] [--rounds 3] [SIZE ...]
+    python3 docs/probes/few_token_timeline.py [--kernel NAME ...] [--hints] [--early] [--defer] [--rounds 3] [SIZE ...]
 """
 
 from __future__ import annotations
@@ -210,6 +213,53 @@ def with_hints(src: str, tokens_last: bool) -> str:
         )
         assert n >= 1, "no TMA load of A"
     return src
+
+
+HAND_OVER = (
+    "named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS);  // every consumer thread's partial sum "
+    "is written before the flag\n"
+)
+SIGNAL = "if (threadIdx.x == 0) signal_flag(&flags[pid]);  // the partial sum is in the workspace (release)\n"
+SHARE = "// this block's share of the K steps of the tiles left (stream-K)\n"
+PIECE_RELEASE = (
+    "if (lane == 0) mbarrier_arrive(&empty[(step + STAGES - 1) % STAGES]);  // the previous "
+    "step's wgmmas have retired: its slot is free\n"
+)
+PIECE_START = "if (k_lo < kt) {\n"
+DEFER_STEPS = 2
+
+
+def deferred_flag(src: str) -> str:
+    """A stream-K or `persistent split_k` kernel (not stream_k_aligned, which defers its
+    own) whose contributor, the piece that starts inside its tile (its block's first),
+    stores its partial sum and goes on: the consumers' barrier and the flag come
+    DEFER_STEPS K steps into the block's next piece (at once where none follows), so that
+    the release's fence finds the stores drained instead of waiting for them. The same
+    sums in the same order: checked like the kernel as emitted."""
+    consumer = src.index(CONSUMER)
+    head, body = src[:consumer], src[consumer:]
+    signal = "named_barrier(CONSUMERS_BARRIER, CONSUMER_THREADS); if (threadIdx.x == 0) signal_flag(&flags[pid]); probe_owed = false;"
+    must_count(body, HAND_OVER + " " * 16 + SIGNAL)
+    body = body.replace(
+        HAND_OVER + " " * 16 + SIGNAL,
+        "probe_owed = true;  // probe: the flag comes in the next piece\n"
+        + " " * 16
+        + "if (u + 1 == (sk_last + k_steps - 1) / k_steps) { "
+        + signal
+        + " }  // probe: no next piece\n",
+    )
+    must_count(body, SHARE)
+    body = body.replace(SHARE, SHARE + " " * 8 + "bool probe_owed = false;  // probe\n")
+    must_count(body, PIECE_START)  # a piece's K loop (a whole tile's releases at 0 < kt)
+    at = body.index(PIECE_RELEASE, body.index(PIECE_START)) + len(PIECE_RELEASE)
+    at = body.index("\n", at) + 1  # the release's closing brace
+    body = (
+        body[:at]
+        + " " * 16
+        + f"if (probe_owed && kt == min(k_lo + {DEFER_STEPS}, k_hi - 1)) {{ {signal} }}  // probe\n"
+        + body[at:]
+    )
+    return head + body
 
 
 PRODUCER_LOOP = re.compile(
@@ -410,6 +460,11 @@ def main() -> None:
         help="also the first stages' copies issued before the block barrier (no persistent)",
     )
     ap.add_argument(
+        "--defer",
+        action="store_true",
+        help="also a stream-K or persistent split's flag deferred into the next piece",
+    )
+    ap.add_argument(
         "--hints",
         action="store_true",
         help="also the weights' loads marked L2 evict_first (and the tokens' evict_last)",
@@ -446,6 +501,9 @@ def main() -> None:
                 variants.append(
                     ("first stages' copies before the barrier", k, launch, src, True, 1)
                 )
+            if args.defer and "signal_flag(&flags[pid]);  // the partial sum" in source:
+                src = stamped(deferred_flag(source))
+                variants.append(("flag deferred into the next piece", k, launch, src, True, 1))
             if args.hints:
                 for label, tokens_last in (
                     ("B evict_first", False),
