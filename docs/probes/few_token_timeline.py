@@ -501,7 +501,8 @@ def main() -> None:
                 variants.append(
                     ("first stages' copies before the barrier", k, launch, src, True, 1)
                 )
-            if args.defer and "signal_flag(&flags[pid]);  // the partial sum" in source:
+            handed_over = "signal_flag(&flags[pid]);  // the partial sum" in source
+            if args.defer and handed_over and not k.schedule.aligned:  # aligned: its own
                 src = stamped(deferred_flag(source))
                 variants.append(("flag deferred into the next piece", k, launch, src, True, 1))
             if args.hints:
