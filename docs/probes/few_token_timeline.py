@@ -34,6 +34,19 @@ Variants, each timed by `tiledsl bench`'s loop beside cuBLAS (rounds in rotated 
   step 13 x bm of its range on, wrapping round, so that the blocks do not all read the
   same offset of their weight rows at once (the same sum in another order); and so each
   `--split` variant;
+- with `--release-now`, `slot released at once` (checked): each K step's wgmmas waited for
+  to the last (`wgmma_wait<0>`) and the step's own slot released right after, instead of
+  one group left in flight and the slot before released (the emitted kernels hold a slot a
+  step longer than its wgmmas read it: at a few tokens a step's wgmmas take far less time
+  than a stage takes to land, so the loads have one slot fewer in flight than STAGES);
+- with `--cluster-split STAGES` (repeatable), `2 slices in a cluster, STAGES stages`
+  (checked): the same schedule without `persistent`, as 2 slices of each tile's K steps, one
+  block a slice (`__launch_bounds__(THREADS, 1)`), the two slices of a tile a cluster of 2
+  (`__cluster_dims__`); slice 1 leaves its partial sum in its own shared memory, a cluster
+  barrier (release / acquire) hands it to slice 0, which adds it to its own (slice order,
+  deterministic) over distributed shared memory (`mapa` + `ld.shared::cluster`) and stores
+  C; a second cluster barrier keeps slice 1 alive until slice 0 has read. No workspace, no
+  flag, no global round trip: what a split costs with the cheapest fix-up Hopper has;
 - `no hand-over` (**wrong on purpose**), for a split: no partial sum stored, no flag, no
   adds (fixup_timeline.py's cut);
 - with `--split S:B:STAGES` (repeatable), `S slices, B a SM` (**wrong on purpose**: no
@@ -45,7 +58,7 @@ Variants, each timed by `tiledsl bench`'s loop beside cuBLAS (rounds in rotated 
   against the persistent split's fixed share per SM.
 And an empty kernel of the same launch shape: what a call costs outside any kernel.
 
-    python3 docs/probes/few_token_timeline.py [--kernel NAME ...] [--hints] [--early] [--defer] [--rounds 3] [SIZE ...]
+    python3 docs/probes/few_token_timeline.py [--kernel NAME ...] [--hints] [--early] [--defer] [--release-now] [--cluster-split STAGES] [--rounds 3] [SIZE ...]
 """
 
 from __future__ import annotations
@@ -322,6 +335,35 @@ def rotated(src: str, spread: int = 13) -> str:
     return head + body
 
 
+RELEASE_LATE = re.compile(
+    r"wgmma_wait<1>\(\);[^\n]*\n( *)if \(\w+ < kt\) \{\n *if \(lane == 0\) "
+    r"mbarrier_arrive\(&empty\[\(step \+ STAGES - 1\) % STAGES\]\);[^\n]*\n *\}\n"
+)
+LAST_RELEASE = re.compile(
+    r" *if \(0 < \(K \+ BK - 1\) / BK\) \{\n *if \(lane == 0\) mbarrier_arrive\(&empty\[[^\n]*\n *\}\n"
+)
+
+
+def released_at_once(src: str) -> str:
+    """Each step's wgmmas retired (`wgmma_wait<0>`) and the step's own slot released at
+    once, instead of the slot before it after `wgmma_wait<1>`; the release after the K loop
+    (of the last step's slot) goes, since the loop has released it. The same loads and
+    sums: checked like the kernel as emitted. Consumers without a cluster only."""
+    assert "mbarrier_arrive_remote" not in src, "a cluster's releases: not rewritten"
+    out, n = RELEASE_LATE.subn(
+        lambda m: (
+            "wgmma_wait<0>();  // probe: this step's wgmmas retired\n"
+            f"{m.group(1)}if (lane == 0) mbarrier_arrive(&empty[step % STAGES]);"
+            "  // probe: its slot released at once\n"
+        ),
+        src,
+    )
+    assert n >= 1, "no release of the slot before"
+    out, last = LAST_RELEASE.subn("", out)
+    assert last <= n, "more releases after a K loop than K loops"
+    return out
+
+
 def without_wgmma(src: str) -> str:
     """Wrong on purpose: the consumers wait for each stage and release it, with no wgmma."""
     out, n = re.subn(r"wgmma_m\d+n\d+k\d+_\w+<[^;]*;", ";", src)
@@ -358,6 +400,64 @@ def split_source(src: str, split: int, per_sm: int) -> str:
     consumer = 2 * at_launch - 40
     src = re.sub(r"CONSUMER_REGISTERS = \d+", f"CONSUMER_REGISTERS = {min(consumer, 240)}", src)
     return src
+
+
+CLUSTER_HELPER = """
+// probe: the two slices of a tile in one cluster (few_token_timeline.py --cluster-split)
+__device__ __forceinline__ void probe_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\\n"
+                 "barrier.cluster.wait.acquire.aligned;\\n" ::: "memory");
+}
+__device__ __forceinline__ float probe_peer_load(const float* p, unsigned rank) {
+    unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(p)), remote;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+    return v;
+}
+"""
+C_STORE = re.compile(
+    r"( *)// acc\[0\]\[0\] -> C \(column-major\)[^\n]*\n *#pragma unroll\n"
+    r"( *)for \(int n8 = 0;.*?\n\2\}\n",
+    re.S,
+)
+
+
+def cluster_split_source(src: str) -> str:
+    """The non-persistent kernel as 2 slices of each tile's K steps, the two blocks of a
+    tile a cluster, slice 1's partial sum added by slice 0 over distributed shared memory.
+    A correct split (checked by both oracles): slice 0 adds its own sum and slice 1's, in
+    that order, and alone stores C."""
+    src = split_source(src, 2, 1)
+    must_count(src, "void __launch_bounds__(")
+    src = src.replace(
+        "void __launch_bounds__(", "__cluster_dims__(2, 1, 1)\nvoid __launch_bounds__("
+    )
+    must_count(src, LOOP_END_TEXT)
+    store = C_STORE.search(src)
+    assert store and store.start() > src.index(LOOP_END_TEXT), (
+        "no register C store after the K loop"
+    )
+    indent = store.group(1)
+    exchange = (
+        f"{indent}// probe: every copy has landed and every wgmma has read its slot, so stage 0's\n"
+        f"{indent}// shared memory holds slice 1's partial sum, each consumer thread's accumulators\n"
+        f"{indent}float* probe_part = reinterpret_cast<float*>(smem);\n"
+        f"{indent}constexpr int PROBE_ACC = sizeof(acc) / sizeof(float), PROBE_THREADS = WARPS_M * WARPS_N * WARP_SIZE;\n"
+        f"{indent}if (probe_slice == 1) {{\n"
+        f"{indent}    #pragma unroll\n"
+        f"{indent}    for (int q = 0; q < PROBE_ACC; ++q) probe_part[q * PROBE_THREADS + threadIdx.x] = (&acc[0][0][0])[q];\n"
+        f"{indent}}}\n"
+        f"{indent}probe_cluster_sync();  // probe: slice 1's stores released to slice 0\n"
+        f"{indent}if (probe_slice == 0) {{\n"
+        f"{indent}    #pragma unroll\n"
+        f"{indent}    for (int q = 0; q < PROBE_ACC; ++q) (&acc[0][0][0])[q] += probe_peer_load(&probe_part[q * PROBE_THREADS + threadIdx.x], 1);\n"
+        f"{indent}}}\n"
+        f"{indent}probe_cluster_sync();  // probe: slice 0 has read: slice 1 may exit\n"
+        f"{indent}if (probe_slice == 0) {{  // probe: slice 0 alone stores C\n"
+    )
+    src = src[: store.start()] + exchange + store.group(0) + f"{indent}}}\n" + src[store.end() :]
+    return src.replace('extern "C" __global__', CLUSTER_HELPER + 'extern "C" __global__', 1)
 
 
 @functools.cache  # a schedule is compiled once, however many variants take it
@@ -453,6 +553,7 @@ def main() -> None:
     )
     ap.add_argument("--stages", type=int, action="append", default=[], metavar="N")
     ap.add_argument("--split", action="append", default=[], metavar="S:B:STAGES")
+    ap.add_argument("--cluster-split", type=int, action="append", default=[], metavar="STAGES")
     ap.add_argument("--rotate", action="store_true", help="also each tile's K steps rotated")
     ap.add_argument(
         "--early",
@@ -463,6 +564,11 @@ def main() -> None:
         "--defer",
         action="store_true",
         help="also a stream-K or persistent split's flag deferred into the next piece",
+    )
+    ap.add_argument(
+        "--release-now",
+        action="store_true",
+        help="also each step's slot released once its own wgmmas retire (wgmma_wait<0>)",
     )
     ap.add_argument(
         "--hints",
@@ -505,6 +611,9 @@ def main() -> None:
             if args.defer and handed_over and not k.schedule.aligned:  # aligned: its own
                 src = stamped(deferred_flag(source))
                 variants.append(("flag deferred into the next piece", k, launch, src, True, 1))
+            if args.release_now:
+                src = stamped(released_at_once(source))
+                variants.append(("slot released at once", k, launch, src, True, 1))
             if args.hints:
                 for label, tokens_last in (
                     ("B evict_first", False),
@@ -524,6 +633,11 @@ def main() -> None:
                 if args.rotate:
                     src = stamped(rotated(sliced))
                     variants.append((label + ", rotated", k_np, launch_np, src, False, split))
+            for stages in args.cluster_split:
+                k_np, launch_np, source_np = rescheduled(args.tile, name, stages)
+                label = f"2 slices in a cluster, {stages} stages"
+                src = stamped(cluster_split_source(source_np))
+                variants.append((label, k_np, launch_np, src, True, 2))
             if args.show:
                 for label, *_, src, _, _ in variants:
                     print(f"// ===== {name} {label}\n{src}")
