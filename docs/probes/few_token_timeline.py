@@ -83,6 +83,7 @@ from fixup_timeline import (  # noqa: E402
 
 import tiledsl.driver as driver  # noqa: E402
 from tiledsl.commands.run import check_size, kernel_calls  # noqa: E402
+from tiledsl.emit.hopper import CLUSTER_HELPERS  # noqa: E402
 from tiledsl.gpu import runtime  # noqa: E402
 from tiledsl.gpu.baselines import cublas  # noqa: E402
 from tiledsl.gpu.timing import CudaClock, rotated_sets  # noqa: E402
@@ -402,16 +403,13 @@ def split_source(src: str, split: int, per_sm: int) -> str:
     return src
 
 
-CLUSTER_HELPER = """
-// probe: the two slices of a tile in one cluster (few_token_timeline.py --cluster-split)
-__device__ __forceinline__ void probe_cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\\n"
-                 "barrier.cluster.wait.acquire.aligned;\\n" ::: "memory");
-}
+# probe: a float of the block of rank `rank` at `p`'s offset in its shared memory (mapa:
+# its address in the cluster's shared window); beside tiledsl's own cluster helpers
+PEER_LOAD_HELPER = """
 __device__ __forceinline__ float probe_peer_load(const float* p, unsigned rank) {
-    unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(p)), remote;
+    unsigned remote;
     float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(shared_address(p)), "r"(rank));
     asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
     return v;
 }
@@ -448,16 +446,17 @@ def cluster_split_source(src: str) -> str:
         f"{indent}    #pragma unroll\n"
         f"{indent}    for (int q = 0; q < PROBE_ACC; ++q) probe_part[q * PROBE_THREADS + threadIdx.x] = (&acc[0][0][0])[q];\n"
         f"{indent}}}\n"
-        f"{indent}probe_cluster_sync();  // probe: slice 1's stores released to slice 0\n"
+        f"{indent}cluster_sync();  // probe: slice 1's stores released to slice 0\n"
         f"{indent}if (probe_slice == 0) {{\n"
         f"{indent}    #pragma unroll\n"
         f"{indent}    for (int q = 0; q < PROBE_ACC; ++q) (&acc[0][0][0])[q] += probe_peer_load(&probe_part[q * PROBE_THREADS + threadIdx.x], 1);\n"
         f"{indent}}}\n"
-        f"{indent}probe_cluster_sync();  // probe: slice 0 has read: slice 1 may exit\n"
+        f"{indent}cluster_sync();  // probe: slice 0 has read: slice 1 may exit\n"
         f"{indent}if (probe_slice == 0) {{  // probe: slice 0 alone stores C\n"
     )
     src = src[: store.start()] + exchange + store.group(0) + f"{indent}}}\n" + src[store.end() :]
-    return src.replace('extern "C" __global__', CLUSTER_HELPER + 'extern "C" __global__', 1)
+    helpers = CLUSTER_HELPERS + "\n" + PEER_LOAD_HELPER
+    return src.replace('extern "C" __global__', helpers + 'extern "C" __global__', 1)
 
 
 @functools.cache  # a schedule is compiled once, however many variants take it
