@@ -33,6 +33,7 @@ CASES = [
     "hopper/stream_k_aligned",  # ... taken last tile first, the owner at the tile's last step
     "hopper/few_tokens_swapped",  # swap_operands: the transpose's operands, the caller's order
     "hopper/split_k",  # split_k: a block per slice, the partial sums, the tile's ticket
+    "hopper/split_k_cluster",  # split_k via cluster: the slices one cluster, Ps over DSMEM
     "direct/few_tokens_direct",  # stages 0 on mma.sync: direct vectors; warps_k: K teams
     "direct/few_tokens_fma",  # mma fma: a warp a row, the CUDA cores' fmas; split_k's partials
 ]

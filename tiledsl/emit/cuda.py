@@ -286,6 +286,8 @@ __device__ __forceinline__ void cp_async_wait() {
     def _kernel_attributes(self, k: KernelIR) -> list[str]:
         if k.cluster_size > 1:  # a cluster of consecutive blocks along x, fixed at compile time
             return [f"__cluster_dims__({k.name}_schedule::CLUSTER_SIZE, 1, 1)"]
+        if k.split_cluster:  # split_k via cluster: a tile's slices, consecutive along x
+            return [f"__cluster_dims__({k.name}_schedule::SPLIT_K, 1, 1)"]
         return []
 
     def _prologue(self, k: KernelIR) -> list[str]:
@@ -758,6 +760,9 @@ def _block_tile(k: KernelIR) -> list[str]:
         pid = "const int pid = blockIdx.x;  // " + (
             "the block's first tile (persistent: blocks step by gridDim.x)"
             if k.persistent
+            else "a slice of a tile: tiles_m x tiles_n x SPLIT_K blocks, a tile's slices one "
+            "cluster (its rank: the slice)"
+            if k.split_cluster
             else "a slice of a tile: tiles_m x tiles_n x SPLIT_K blocks"
             if k.grid_split
             else "one block per tile: tiles_m x tiles_n blocks"

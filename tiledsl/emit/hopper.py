@@ -43,7 +43,9 @@ from ..ir.nodes import (
     Let,
     PartialAdd,
     PartialFetch,
+    PartialFromPeer,
     PartialStore,
+    PartialToShared,
     ProxyFence,
     Roles,
     Ticket,
@@ -179,6 +181,40 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned b
 }
 """
 
+# `split_k S via cluster`: the slices of a tile hand partial sums over in shared memory.
+SPLIT_CLUSTER_HELPERS = """\
+// An arrival on the mbarrier at `bar`'s offset in the block of rank `rank` of the cluster,
+// a release at cluster scope: what this warpgroup wrote to (or read from) shared memory
+// before it, after the warpgroup's barrier, is ordered before the phase it completes.
+__device__ __forceinline__ void mbarrier_arrive_cluster(unsigned long long* bar, unsigned rank) {
+    asm volatile("{\\n .reg .b32 remote;\\n"
+                 " mapa.shared::cluster.u32 remote, %0, %1;\\n"
+                 " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\\n}\\n"
+                 :: "r"(shared_address(bar)), "r"(rank) : "memory");
+}
+// mbarrier_wait with an acquire at cluster scope: what the other blocks of the cluster wrote
+// before their arrivals is visible to this thread's reads of their shared memory.
+__device__ __forceinline__ void mbarrier_wait_cluster(unsigned long long* bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile("{\\n .reg .pred p;\\n"
+                     " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\\n"
+                     " selp.u32 %0, 1, 0, p;\\n}\\n"
+                     : "=r"(done) : "r"(shared_address(bar)), "r"(parity) : "memory");
+    } while (!done);
+}
+// 16 bytes at `p`'s offset in the shared memory of the cluster's block of rank `rank`.
+__device__ __forceinline__ float4 peer_load_float4(const float4* p, unsigned rank) {
+    unsigned remote;
+    float4 v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote)
+                 : "r"(shared_address(p)), "r"(rank));
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(remote) : "memory");
+    return v;
+}
+"""
+
 # Both fix-ups' (the flags' and the tickets'): the consumer threads meet before a hand-over.
 NAMED_BARRIER_HELPER = """\
 // Until `threads` threads (whole warps) have reached named barrier `id`.
@@ -244,7 +280,14 @@ def specialized(k: KernelIR) -> bool:
 
 
 def clustered(k: KernelIR) -> bool:
+    """`cluster CM x CN`: clusters on neighbouring tiles, sharing their loads."""
     return k.cluster_size > 1
+
+
+def in_clusters(k: KernelIR) -> bool:
+    """Any thread-block cluster: `cluster CM x CN`'s, or a tile's slices (`split_k S via
+    cluster`); the barriers are initialised for the whole cluster before any use."""
+    return k.blocks_per_cluster > 1
 
 
 def stores_by_tma(k: KernelIR) -> bool:
@@ -302,10 +345,22 @@ def constants(k: KernelIR) -> list[str]:
         if k.hands_over
         else []
     )
+    by_cluster = (
+        [
+            f"constexpr int SPLIT_K = {k.grid_split};  // split_k via cluster: a block per "
+            "slice of every tile's K steps, the tile's slices one cluster; slice 0 adds the "
+            "others' partial sums from their shared memory",
+            "constexpr int CONSUMER_THREADS = WARPS_M * WARPS_N * WARP_SIZE;  // a partial sum "
+            "in Ps: 16 bytes of every consumer thread at a time",
+        ]
+        if k.split_cluster
+        else []
+    )
     return (
         cluster
         + store
         + stream_k
+        + by_cluster
         + [
             f"constexpr int STAGES = {k.schedule.stages}, STAGE_BYTES = {stage.bytes};  // "
             f"mbarrier stages: {k.gemm.a.name}'s and {k.gemm.b.name}'s tiles of one K step, "
@@ -334,7 +389,7 @@ def prologue(k: KernelIR) -> list[str]:
             f"unsigned long long* {m.name} = reinterpret_cast<unsigned long long*>(smem + "
             f"{offsets[m.name]});  // {m.purpose}"
         )
-    if k.grid_split:
+    if k.tickets:
         out.append(
             f"unsigned* ticket_box = reinterpret_cast<unsigned*>(smem + {k.ticket_box_offset()});"
             "  // split_k: the tile's ticket, from the first consumer thread to the others"
@@ -343,11 +398,15 @@ def prologue(k: KernelIR) -> list[str]:
     # one loop per array length: the stages' barriers, then (pingpong) the teams' turns
     for name in ("STAGES", "TEAMS"):
         arrays = [m for m in k.mbarriers if (m.name == "turn") == (name == "TEAMS")]
+        arrays = [m for m in arrays if m.name not in SPLIT_BARRIERS]
         if not arrays:
             continue
         out.append(f"    for (int s = 0; s < {name}; ++s) {{")
         out += [f"        mbarrier_init(&{m.name}[s], {_arrivals(k, m.arrivals)});" for m in arrays]
         out.append("    }")
+    for m in k.mbarriers:
+        if m.name in SPLIT_BARRIERS:  # split_k via cluster: one barrier each
+            out.append(f"    mbarrier_init(&{m.name}[0], {_split_arrivals(k, m)});")
     out += ["    mbarrier_init_fence();", "}"]
     if clustered(k):
         out += [
@@ -355,6 +414,11 @@ def prologue(k: KernelIR) -> list[str]:
             "roles use them (the other blocks arrive on them and multicast into its stages)",
             *_multicast_masks(k),
         ]
+    elif in_clusters(k):
+        out.append(
+            "cluster_sync();  // every slice's barriers are initialised before another slice "
+            "of the tile arrives on them"
+        )
     else:
         who = "role" if k.specialization is not None else "thread"
         out.append(f"__syncthreads();  // the barriers are initialised before any {who} uses them")
@@ -402,6 +466,16 @@ def _arrivals(k: KernelIR, n: int) -> str:
     return "WARPS_M * WARPS_N" if n == k.warp_count and n > 1 else str(n)
 
 
+#: `split_k S via cluster`'s barriers (tiledsl.passes.warp_specialization._split_barriers).
+SPLIT_BARRIERS = ("sums", "taken")
+
+
+def _split_arrivals(k: KernelIR, m) -> str:
+    """`sums`: a consumer warpgroup's arrival from each other slice; `taken`: one from each
+    of slice 0's consumer warpgroups."""
+    return "WARPS_M * WARPS_N * (SPLIT_K - 1)" if m.name == "sums" else "WARPS_M * WARPS_N"
+
+
 def statement(emitter, k: KernelIR, s) -> list[str] | None:
     match s:
         case Let():
@@ -440,8 +514,15 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
                 "    }",
                 "}",
             ]
+        case Arrive() if s.rank is not None:
+            return [
+                f"if (lane == 0) mbarrier_arrive_cluster(&{_bar(emitter, s.bar)}, "
+                f"{emitter.expr(s.rank)});  // {s.reason}"
+            ]
         case Arrive():
             return [f"if (lane == 0) mbarrier_arrive(&{_bar(emitter, s.bar)});  // {s.reason}"]
+        case PartialToShared() | PartialFromPeer():
+            return _shared_partial(emitter, k, s)
         case Barrier(scope="cluster"):
             return [f"cluster_sync();  // {s.reason}"]
         case Barrier(scope="consumers"):
@@ -467,9 +548,8 @@ def statement(emitter, k: KernelIR, s) -> list[str] | None:
             call = "signal_flag" if isinstance(s, FlagSignal) else "wait_flag"
             return [f"if (threadIdx.x == 0) {call}(&flags[{emitter.expr(s.slot)}]);  // {s.reason}"]
         case Wait():
-            return [
-                f"mbarrier_wait(&{_bar(emitter, s.bar)}, {emitter.expr(s.parity)});  // {s.reason}"
-            ]
+            wait = "mbarrier_wait_cluster" if s.cluster else "mbarrier_wait"
+            return [f"{wait}(&{_bar(emitter, s.bar)}, {emitter.expr(s.parity)});  // {s.reason}"]
         case TmaStore():
             return _tma_store(emitter, k, s)
         case TmaStoreWait():
@@ -606,6 +686,25 @@ def _fetched_row(k: KernelIR, staged: str) -> list[str]:
         "part = row * (CONSUMER_THREADS * 16) / STAGE_BYTES;",
         f"const unsigned char* from = {where};",
     ]
+
+
+def _shared_partial(emitter, k: KernelIR, s: PartialToShared | PartialFromPeer) -> list[str]:
+    """`split_k S via cluster`: the thread's accumulators to its block's Ps, or plus the
+    peer's (distributed shared memory), 16 bytes at a time in the workspace's layout."""
+    index, values = partial_element(k, "CONSUMER_THREADS")
+    if isinstance(s, PartialToShared):
+        head = ["float4* partial = reinterpret_cast<float4*>(Ps[0]);"]
+        body = [f"partial[{index}] = make_float4({', '.join(values)});"]
+    else:
+        head = [
+            f"const float4* partial = reinterpret_cast<const float4*>(Ps[0]);  // of block "
+            f"{emitter.expr(s.rank)} of the cluster"
+        ]
+        body = [
+            f"const float4 sum = peer_load_float4(&partial[{index}], {emitter.expr(s.rank)});",
+            *(f"{x} += sum.{c};" for x, c in zip(values, "xyzw", strict=True)),
+        ]
+    return accumulator_quads(k, s.reason, head, body)
 
 
 def _partial(emitter, k: KernelIR, s: PartialStore | PartialAdd) -> list[str]:

@@ -340,7 +340,7 @@ def launch_of(kernel: KernelIR) -> Launch:
         # persistent stream_k: the partial sums and the flags that hand them over
         *((("workspace", "float*"), ("flags", "unsigned*")) if kernel.stream_k else ()),
         # split_k: the partial sums and the tickets that say which slice adds them
-        *((("workspace", "float*"), ("tickets", "unsigned*")) if kernel.grid_split else ()),
+        *((("workspace", "float*"), ("tickets", "unsigned*")) if kernel.tickets else ()),
         *((name, "int") for name in written.size_args),
         # launch-scalars: what the host computes per launch and the kernel reads
         *(
@@ -362,12 +362,12 @@ def launch_of(kernel: KernelIR) -> Launch:
         g.batch,
         maps,
         kernel.persistent,
-        kernel.cluster_size,
+        kernel.blocks_per_cluster,  # split_k via cluster: a tile's slices
         stream_k=kernel.stream_k,
         partial_floats=kernel.schedule.block[0] * kernel.schedule.block[1]
         if kernel.hands_over
         else 0,
-        grid_split=kernel.grid_split,
+        grid_split=kernel.grid_split if kernel.tickets else 0,  # the workspace's split
         scalars=_scalars(kernel),
     )
 

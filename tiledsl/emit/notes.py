@@ -105,7 +105,8 @@ def _optional_notes(k: KernelIR) -> dict[str, tuple[str, str]]:
     if s.persistent:
         notes["persistent"] = ("persistent", _persisting(k))
     if s.grid_split:
-        notes["split_k"] = (f"split_k {s.grid_split}", _splitting(k))
+        via = " via cluster" if s.split_via == "cluster" else ""
+        notes["split_k"] = (f"split_k {s.grid_split}{via}", _splitting(k))
     elif "split_k" in s.written and not s.persistent:  # `split_k 1`, a tuned point's
         notes["split_k"] = ("split_k 1", "no split: each tile's K steps in one block")
     if s.warps_k > 1 or "warps_k" in s.written:
@@ -207,6 +208,16 @@ def _persisting(k: KernelIR) -> str:
 def _splitting(k: KernelIR) -> str:
     if not k.grid_split:
         return f"{LATER}: one block per tile"
+    if k.split_cluster:
+        return (
+            "a block per slice of every tile (tiles x SPLIT_K blocks), the tile's slices one "
+            "thread-block cluster (rank = slice): block pid computes K steps [k_lo, k_hi) of "
+            "tile pid / SPLIT_K; every slice but the first leaves its partial sum in its Ps "
+            "and arrives on slice 0's `sums`, then waits on its own `taken` before it exits; "
+            "slice 0 waits for them all, adds them from their shared memory in slice order "
+            "(the same bits as split_k through the workspace), arrives on each `taken`, and "
+            "stores C. No workspace, no ticket"
+        )
     return (
         "a block per slice of every tile (tiles x SPLIT_K blocks): block pid computes K steps "
         "[k_lo, k_hi) of tile pid / SPLIT_K, stores its partial sum in the workspace and "

@@ -123,13 +123,15 @@ class WgmmaLowering(PathLowering):
         out = [_HELPERS, ""]
         if any(hopper.specialized(k) for k in kernels):
             out += [hopper.HELPERS, ""]
-        if any(hopper.clustered(k) for k in kernels):
+        if any(hopper.in_clusters(k) for k in kernels):
             out += [hopper.CLUSTER_HELPERS, ""]
+        if any(k.split_cluster for k in kernels):
+            out += [hopper.SPLIT_CLUSTER_HELPERS, ""]
         if any(hopper.stores_by_tma(k) for k in kernels):
             out += [hopper.STORE_HELPERS, ""]
         if any(k.hands_over for k in kernels):  # stream-K's flags, split-K's tickets
             flags = hopper.FLAG_HELPERS if any(k.stream_k for k in kernels) else ""
-            tickets = TICKET_HELPERS if any(k.grid_split for k in kernels) else ""
+            tickets = TICKET_HELPERS if any(k.tickets for k in kernels) else ""
             if any(fetch_parts(k) for k in kernels):  # stream_k_aligned's fetched hand-over
                 flags += hopper.FETCH_HELPERS
             out += [flags + tickets + hopper.NAMED_BARRIER_HELPER, ""]

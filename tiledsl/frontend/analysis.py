@@ -427,10 +427,17 @@ def shared_memory_bytes(sched: Schedule, gemm: Gemm, staged_c: bool) -> int:
         c_bytes = DTYPE_BYTES.get(gemm.c.dtype, 2)
         size = sched.consumer_warpgroups * rows * sched.store_columns * c_bytes
         end = max(end, aligned(start + size, SMEM_ALIGN))
+        start += aligned(size, path.smem_align)
+    by_cluster = sched.grid_split and sched.split_via == "cluster" and sched.warp_specialize
+    if by_cluster:  # split_k via cluster: the block's partial sum, f32, for slice 0 to read
+        end = max(end, aligned(start + sched.block[0] * sched.block[1] * 4, SMEM_ALIGN))
     if end and sched.warp_specialize:
         end += 2 * 8 * sched.stages  # a `full` and an `empty` mbarrier per stage
         end += 8 * sched.teams if sched.teams > 1 else 0  # pingpong: a `turn` per team
-        end += TICKET_BOX_BYTES if sched.grid_split else 0  # split_k: the ticket's word
+        if by_cluster:  # the partial sums stored (slice 0's), and taken (each other slice's)
+            end += 2 * 8
+        elif sched.grid_split:  # split_k: the ticket's word
+            end += TICKET_BOX_BYTES
     elif end and sched.copy_mode == "tma":
         end += 8 * sched.stages  # `copy tma` alone: a `full` mbarrier per stage
     if sched.grid_split and sched.direct:  # the direct path's split_k: the ticket's word

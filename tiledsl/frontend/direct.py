@@ -96,6 +96,14 @@ def check_direct(sched: Schedule, gemm: Gemm, errs: Collector) -> None:
             "accumulates in f32 only",
             "write `accumulate f32`, or drop the line",
         )
+    if sched.grid_split and sched.split_via == "cluster":
+        errs.add(
+            sched.loc("split_k"),
+            f"split_k {sched.grid_split} via cluster is built for the warp-specialized wgmma "
+            f"kernels; the direct path ({words}, stages 0) adds its slices through the "
+            "workspace",
+            f"write `split_k {sched.grid_split}`",
+        )
     if sched.grid_split and gemm.batch is not None:
         errs.add(
             sched.loc("split_k"),

@@ -164,6 +164,9 @@ def _read_persistent(d, errs):
     v = _ints(d, 1, errs, minimum=2, maximum=MAX_SPLIT_K)
     if v is None:
         return {}
+    if _word(d, 2) == "cluster":  # `persistent split_k S via cluster`, on one line or two
+        errs.add(d.loc, *_persistent_cluster_split(v[0]))
+        return {}
     # split-K runs on the stream-K fix-up: slices are pieces, their first block the owner
     return {"persistent": True, "stream_k": True, "split_k": v[0]}
 
@@ -171,11 +174,23 @@ def _read_persistent(d, errs):
 def _read_split_k(d, errs):
     """`split_k S` (no `persistent`): a block per slice of each tile's K steps, the last
     slice to finish adding them (tiledsl.ir.grid.grid_split_steps). 1: no split, so that a
-    space may write `split_k {1, 2}`."""
+    space may write `split_k {1, 2}`. `split_k S via cluster`: a tile's S slices are one
+    thread-block cluster, and slice 0 adds the others' partial sums from their shared
+    memory (`via workspace`, the default: through the global workspace and a ticket)."""
     v = _ints(d, 1, errs, minimum=1, maximum=MAX_SPLIT_K)
     if v is None or v[0] == 1:
         return {}
-    return {"grid_split": v[0]}
+    return {"grid_split": v[0], "split_via": _word(d, 1) or "workspace"}
+
+
+def _persistent_cluster_split(slices: int) -> tuple[str, str]:
+    """The refusal of `persistent` with `split_k S via cluster`: (message, fix)."""
+    return (
+        f"split_k {slices} via cluster beside persistent: a persistent block takes many "
+        "tiles, and a cluster's blocks would have to take the slices of each together",
+        f"drop `persistent` (a block per slice), or write `persistent split_k {slices}` "
+        "(through the workspace)",
+    )
 
 
 def _persistent_split(values: dict, seen: dict, errs: Collector) -> None:
@@ -183,6 +198,9 @@ def _persistent_split(values: dict, seen: dict, errs: Collector) -> None:
     `persistent split_k S` (which `persistent` followed by `split_k S` on the next line
     also reads as: a newline separates words like a space), whichever comes first."""
     slices = values.pop("grid_split")
+    if values.pop("split_via", "workspace") == "cluster":
+        errs.add(seen["split_k"].loc, *_persistent_cluster_split(slices))
+        return
     if values.get("stream_k"):
         kind = "stream_k_aligned" if values.get("aligned") else "stream_k"
         errs.add(

@@ -133,7 +133,21 @@ def _check_grid_split(sched: Schedule, errs: Collector) -> None:
             loc,
             "split_k in thread-block clusters is not built yet (a cluster's blocks would "
             "take tickets for tiles they share)",
-            "drop `cluster`",
+            "drop `cluster`"
+            + (
+                ""
+                if sched.split_via == "cluster"
+                else f", or write `split_k {sched.grid_split} "
+                "via cluster` (a cluster of the tile's slices)"
+            ),
+        )
+    if sched.split_via == "cluster" and sched.grid_split > MAX_CLUSTER:
+        errs.add(
+            loc,
+            f"split_k {sched.grid_split} via cluster: a cluster holds at most {MAX_CLUSTER} "
+            "blocks on every GPU that has clusters",
+            f"write at most `split_k {MAX_CLUSTER} via cluster`, or `split_k "
+            f"{sched.grid_split}` (through the workspace)",
         )
 
 

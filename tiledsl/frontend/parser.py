@@ -233,7 +233,8 @@ USAGE = {
     "of K, e.g. `split_k 2`); a space may write `persistent {tiles, stream_k, "
     "stream_k_aligned, split_k 2}`",
     "split_k": "split_k takes one number, the slices of each tile's K steps, e.g. split_k 2 "
-    "(a block per slice; the last slice to finish adds them), or a set, split_k {1, 2, 4}",
+    "(a block per slice; the last slice to finish adds them), or a set, split_k {1, 2, 4}; "
+    "then optionally `via cluster` (a tile's slices one cluster) or `via workspace`",
     "warps_k": "warps_k takes one number, the K teams of the block's warps, e.g. warps_k 8, "
     "or a set, warps_k {1, 4, 8}; then optionally `runs R`, the teams in R groups on runs "
     "of K's steps, e.g. warps_k 8 runs 2",

@@ -85,7 +85,9 @@ from ..ir.nodes import (
     MmaWait,
     PartialAdd,
     PartialFetch,
+    PartialFromPeer,
     PartialStore,
+    PartialToShared,
     ProxyFence,
     Roles,
     SharedTile,
@@ -204,6 +206,9 @@ class _Block:
     # a block without roles: thread 0's TMA copies in its race log, with the mbarrier and
     # phase each counts on (a wait for that phase orders them: tiledsl.passes.tma_copies)
     tma_logged: list = field(default_factory=list)
+    # `split_k S via cluster`: the partial sum the block's consumers left in Ps, by
+    # fragment (the interpreter's accumulators have no lane layout to lay it out by)
+    shared_partial: dict[str, np.ndarray] | None = None
 
     @property
     def label(self) -> str:
@@ -378,10 +383,12 @@ class _Interpreter:
         # owners add those of the blocks before them: the first block first
         backwards = self.kernel.stream_k and not self.kernel.aligned
         order: Iterable[int] = range(blocks - 1, -1, -1) if backwards else range(blocks)
-        if self.kernel.grid_split:  # no block waits on another: any order, the same bits
+        if self.kernel.split_cluster:  # a cluster per tile, its slices together
+            order = self._split_order(tiles)
+        elif self.kernel.grid_split:  # no block waits on another: any order, the same bits
             order = self._split_order(blocks)
         for bz, pid in itertools.product(range(batches), order):
-            if size > 1:
+            if size > 1 or self.kernel.split_cluster:
                 self._run_cluster(grid, mapping, bz, pid)
             else:
                 self._run_block(grid, mapping, bz, pid)
@@ -417,7 +424,7 @@ class _Interpreter:
         (its lets), then every block's roles interleaved in one scheduler (the blocks arrive
         on each other's mbarriers and multicast into each other's stages), then the
         statements after the roles (the cluster barrier)."""
-        size, units = self.kernel.cluster_size, self.arena_bytes // UNIT
+        size, units = self.kernel.blocks_per_cluster, self.arena_bytes // UNIT
         names = tuple(f"{a} of block {r}" for r in range(size) for a in self.agents)
         clocks = (
             HappensBefore(self.kernel, self.offsets, units * size, pid, names, units)
@@ -453,7 +460,9 @@ class _Interpreter:
     ) -> _Agent:
         """A block (of cluster `pid`, at `rank`, in clusters) and the agent of its top level."""
         env = {**self.sizes, **grid, "pid": pid, "bz": bz}
-        if self.kernel.cluster_size > 1:
+        if self.kernel.split_cluster:  # cluster pid is tile pid's slices: blocks pid * S + r
+            env["pid"] = pid * self.kernel.grid_split + rank
+        if self.kernel.blocks_per_cluster > 1:
             env["rank"] = rank
             for name, e in cluster_place(self.kernel).items():
                 env[name] = checked_int(e, env, name)
@@ -648,6 +657,8 @@ class _Interpreter:
         targets = [ag.blk]
         if isinstance(s, Arrive) and s.sharers:  # remote arrivals too: every sharing block
             targets = [ag.blk.cluster[r] for r in sharing_ranks(self.kernel, ag.blk.rank)]
+        if isinstance(s, Arrive) and s.rank is not None:  # one block of the cluster's
+            targets = [self._peer(ag, s, s.rank)]
         for blk in targets:
             if blk.exited:
                 raise InterpreterError(
@@ -858,6 +869,10 @@ class _Interpreter:
                 self._partial_fetch(ag, s)
             case PartialAdd() if s.staged is not None:
                 self._fetched_add(ag, s)
+            case PartialToShared():
+                self._partial_to_shared(ag, s)
+            case PartialFromPeer():
+                self._partial_from_peer(ag, s)
             case PartialStore() | PartialAdd() | FlagSignal() | FlagWait() | Ticket():
                 self._fix_up(ag, s)
             case Barrier():
@@ -947,6 +962,64 @@ class _Interpreter:
                 self.fixups.wait(ag, slot, who)
             case Ticket():
                 ag.env[s.var] = self.fixups.ticket(ag, slot, s.slices, who)
+
+    def _peer(self, ag: _Agent, s, rank_expr) -> _Block:
+        """The block of the cluster whose rank `rank_expr` names (split_k via cluster)."""
+        rank = checked_int(rank_expr, ag.env, "a rank in the cluster")
+        if not ag.blk.cluster or not 0 <= rank < len(ag.blk.cluster):
+            raise InterpreterError(
+                f"`{stmt_text(s)}`{ag.who}: no block of rank {rank} in this block's cluster"
+            )
+        return ag.blk.cluster[rank]
+
+    def _partial_units(self, ag: _Agent) -> tuple[np.ndarray, np.ndarray]:
+        """(the 2-byte units of Ps each consumer thread writes or reads, by thread; the
+        threads): 16 bytes of every consumer thread at a time, thread after thread."""
+        threads = ag.warps * self.warp_width
+        rows = self.kernel.buffer("Ps").rows * self.kernel.buffer("Ps").cols // 4 // threads
+        per = 16 // UNIT  # a float4's units
+        first = ag.memory.offsets["Ps"] // UNIT
+        t = np.arange(threads)[:, None, None]
+        r = np.arange(rows)[None, :, None]
+        u = np.arange(per)[None, None, :]
+        units = (first + (r * threads + t) * per + u).reshape(threads, -1)
+        return units, ag.thread0 + np.arange(threads)[:, None]
+
+    def _partial_to_shared(self, ag: _Agent, s: PartialToShared) -> None:
+        """Every consumer thread's accumulators into its block's Ps (kept aside by
+        fragment, as the workspace's are), each thread's own 16-byte pieces written."""
+        if ag.role != "consumer":
+            raise InterpreterError(f"`{stmt_text(s)}` outside the consumer role")
+        units, issuers = self._partial_units(ag)
+        self._not_in_flight(ag, units.ravel(), s)
+        self._log(ag, units, issuers, True, s)
+        acc = self.kernel.fragment_of("accumulator").name
+        ag.blk.shared_partial = {acc: ag.frags[acc].copy()}
+
+    def _partial_from_peer(self, ag: _Agent, s: PartialFromPeer) -> None:
+        """Every consumer thread adds the peer's Ps to its accumulators: a read of the
+        peer's shared memory (ordered by the clocks across the cluster), while it runs."""
+        if ag.role != "consumer":
+            raise InterpreterError(f"`{stmt_text(s)}` outside the consumer role")
+        peer = self._peer(ag, s, s.rank)
+        who = f"{ag.blk.label}{ag.who}"
+        if peer.exited:
+            raise InterpreterError(
+                f"{who} reads the Ps of {peer.label}, which may have exited: its shared "
+                "memory is gone (a wait of that block for this one's reads is missing)"
+            )
+        if peer.shared_partial is None:
+            raise RaceError(
+                f"{who} reads the Ps of {peer.label}, which holds no partial sum yet: "
+                "nothing orders the read after that block's partial store"
+            )
+        units, _ = self._partial_units(ag)
+        clocks = ag.blk.clocks
+        if clocks is not None:
+            clocks.read(ag.index, units + peer.base, s)
+        for name, partial in peer.shared_partial.items():
+            ag.frags[name] += partial
+        self.stats.partial_sums += 1
 
     def _fetched_units(self, ag: _Agent, first: int, part: int) -> np.ndarray:
         """The 2-byte units part `part` of a fetched partial sum writes, its part 0 in the

@@ -470,6 +470,10 @@ class Arrive:
     bar: BarrierRef
     reason: str = ""
     sharers: bool = False
+    # `split_k S via cluster`: the arrival is on `bar` of the cluster's block of this rank
+    # alone (mapa + mbarrier.arrive.release.cluster), handing over what the warpgroup wrote
+    # to, or read from, shared memory before it
+    rank: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -480,6 +484,9 @@ class Wait:
     bar: BarrierRef
     parity: Expr
     reason: str = ""
+    # an acquire at cluster scope: what another block of the cluster wrote before its
+    # arrival (`Arrive.rank`) is visible to this thread's reads of it
+    cluster: bool = False
 
 
 @dataclass(frozen=True)
@@ -503,6 +510,25 @@ class PartialAdd:
     reason: str = ""
     staged: Expr | None = None
     by_team0: bool = False  # `warps_k`: K team 0's warps alone (they store C)
+
+
+@dataclass(frozen=True)
+class PartialToShared:
+    """`split_k S via cluster`: every consumer thread writes its accumulators, as they are
+    in its registers, to its block's `Ps` buffer (f32, 16 bytes of every consumer thread
+    at a time, as a workspace slot holds them), for slice 0 of the tile to read."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class PartialFromPeer:
+    """`split_k S via cluster`: every consumer thread adds the partial sum in `Ps` of the
+    cluster's block of rank `rank` (distributed shared memory: mapa + ld.shared::cluster)
+    to its accumulators, the same thread's values that block's thread stored."""
+
+    rank: Expr
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -637,6 +663,8 @@ Stmt = (
     | PartialStore
     | PartialAdd
     | PartialFetch
+    | PartialToShared
+    | PartialFromPeer
     | FlagSignal
     | FlagWait
     | Ticket
@@ -669,6 +697,9 @@ class KernelIR:
     aligned: bool = False  # `persistent stream_k_aligned` (stream_k too): last tile first
     # `split_k S` (no `persistent`): tiles x S blocks, a slice each, the last ticket adds
     grid_split: int = 0
+    # `split_k S via cluster`: a tile's grid_split slices are one thread-block cluster (rank
+    # = slice), adding their partial sums through shared memory (no workspace, no tickets)
+    split_cluster: bool = False
     cluster: tuple[int, int] = (1, 1)  # blocks per thread-block cluster along M, N (`cluster`)
     # The guarded twin for sizes that are not multiples of the block tile (tiledsl.lowering.edges);
     # this kernel, unguarded, is the fast path for sizes that are.
@@ -680,7 +711,18 @@ class KernelIR:
     def hands_over(self) -> bool:
         """Whether blocks hand partial sums to each other through the global workspace
         (stream-K's and split-K's fix-ups)."""
-        return self.stream_k or self.grid_split > 0
+        return self.stream_k or self.tickets
+
+    @property
+    def tickets(self) -> bool:
+        """`split_k S` through the workspace: its slices take tickets of their tile."""
+        return self.grid_split > 0 and not self.split_cluster
+
+    @property
+    def blocks_per_cluster(self) -> int:
+        """Blocks of one thread-block cluster (`__cluster_dims__`): `cluster CM x CN`'s, or
+        a tile's slices (`split_k S via cluster`); 1: no cluster."""
+        return self.grid_split if self.split_cluster else self.cluster_size
 
     @property
     def maps_own_tiles(self) -> bool:
@@ -725,7 +767,7 @@ class KernelIR:
         offsets = buffer_offsets(self)
         used = max((_aligned(offsets[b.name] + b.size_bytes) for b in self.buffers), default=0)
         used += 8 * sum(m.slots for m in self.mbarriers)
-        used += TICKET_BOX_BYTES if self.grid_split else 0
+        used += TICKET_BOX_BYTES if self.tickets else 0
         return used + self.schedule.path.smem_slack if used else used
 
     @property

@@ -38,7 +38,9 @@ from .nodes import (
     MmaWait,
     PartialAdd,
     PartialFetch,
+    PartialFromPeer,
     PartialStore,
+    PartialToShared,
     ProxyFence,
     Roles,
     SharedTile,
@@ -98,7 +100,13 @@ def print_ir(kernel: KernelIR) -> str:
     ]
     if kernel.persistent:
         lines.append("  persist  gridDim.x blocks (the SM count)" + _persisting(kernel))
-    if kernel.grid_split:
+    if kernel.split_cluster:
+        lines.append(
+            f"  split    {kernel.grid_split} slices of every tile's K steps, a block each, "
+            "the tile's slices one cluster (split_k via cluster): slice 0 adds the partial "
+            "sums in slice order from the others' shared memory"
+        )
+    elif kernel.grid_split:
         lines.append(
             f"  split    {kernel.grid_split} slices of every tile's K steps, a block each "
             "(split_k): the last ticket adds the partial sums in slice order"
@@ -248,9 +256,18 @@ def _pipeline_text(stmt) -> str | None:
             return f"mbarrier.expect_tx {stmt.bar} {stmt.bytes} bytes" + _note(stmt.reason)
         case Arrive():
             where = " in every block sharing a tile" if stmt.sharers else ""
+            if stmt.rank is not None:
+                where = f" of block {_e(stmt.rank)} of the cluster"
             return f"mbarrier.arrive {stmt.bar}{where}" + _note(stmt.reason)
         case Wait():
-            return f"mbarrier.wait {stmt.bar} parity {_e(stmt.parity)}" + _note(stmt.reason)
+            scope = ".cluster" if stmt.cluster else ""
+            return f"mbarrier.wait{scope} {stmt.bar} parity {_e(stmt.parity)}" + _note(stmt.reason)
+        case PartialToShared():
+            return "partial.store Ps <- acc" + _note(stmt.reason)
+        case PartialFromPeer():
+            return f"partial.add acc += Ps of block {_e(stmt.rank)} of the cluster" + _note(
+                stmt.reason
+            )
         case PartialStore():
             team = ", K team 0" if stmt.by_team0 else ""
             return f"partial.store workspace[{_e(stmt.slot)}] <- acc{team}" + _note(stmt.reason)

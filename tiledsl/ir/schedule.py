@@ -22,6 +22,7 @@ SwizzleKind = Literal["none", "grouped", "zigzag", "snake"]
 SyncMode = Literal["all", "minimal"]
 LoadOrder = Literal["ab", "ba", "alternate"]
 EpilogueVia = Literal["direct", "shared", "tma"]
+SplitVia = Literal["workspace", "cluster"]  # how `split_k S` slices add their partial sums
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,10 @@ class Schedule:
     # the slice that draws the last one adds the S partial sums in slice order and stores
     # C (tiledsl.ir.grid.grid_split_steps; 0: no split)
     grid_split: int = 0
+    # `split_k S via cluster`: a tile's S slices are one thread-block cluster; slice 0 adds
+    # the others' partial sums from their shared memory, no workspace and no ticket
+    # ("workspace": the default, above)
+    split_via: SplitVia = "workspace"
     # `persistent stream_k_aligned` (stream_k too): stream-K's shares of every last round,
     # each block taking its tiles last first, so that all start at K step 0 (tiledsl.ir.
     # grid.stream_k_piece)

@@ -88,7 +88,9 @@ from ..ir.nodes import (
     MmaWait,
     PartialAdd,
     PartialFetch,
+    PartialFromPeer,
     PartialStore,
+    PartialToShared,
     ProxyFence,
     Roles,
     SharedTile,
@@ -210,7 +212,7 @@ class _Block:
         self.events: dict[int, _Event] = {}  # by node
         self.complete: dict[tuple[tuple, int], int] = {}  # (bar, phase) -> node
         self.actors: list[_Actor] = []
-        self.size = kernel.cluster_size  # blocks traced together: a cluster's
+        self.size = kernel.blocks_per_cluster  # blocks traced together: a cluster's
         self.block_threads: list[list[int]] = [[] for _ in range(self.size)]
         self.exits: list[int] = []  # per block: after all its threads (it may exit there)
         # (node, block, what): an arrival on, or a copy landing in, another block's memory
@@ -265,6 +267,8 @@ class _Block:
         """Block `rank`'s environment: its place in the cluster and (one tile per block)
         its tile."""
         env = dict(self.env)
+        if self.k.split_cluster:  # a tile's slices: block pid is slice pid % S (= its rank)
+            env["pid"] = env["pid"] + rank
         if self.size > 1:
             env["rank"] = rank
             for name, e in cluster_place(self.k).items():
@@ -390,6 +394,19 @@ class _Block:
                 self.partial_fetch(a, s, elected, self.where(a))
             case PartialAdd() if s.staged is not None:
                 self.fetched_add(a, s, issuers)
+            case PartialToShared():  # each consumer thread's own 16-byte pieces of Ps
+                for t in issuers:
+                    n = self.step(t)
+                    self.access(self.partials(), a, t, True, False, n, n, s, ("Ps", a.block))
+            case PartialFromPeer():  # the same pieces of the peer's Ps, by the same threads
+                peer = int(evaluate(s.rank, a.env))
+                for t in issuers:
+                    n = self.step(t)
+                    lanes = ("Ps read", peer)
+                    self.access(self.partials(), a, t, False, False, n, n, s, lanes, block=peer)
+                    if peer != a.block:
+                        where = self.where(a)
+                        self.remote.append((n, peer, f"`{_text(s)}` ({where}) reads the Ps of"))
             case PartialStore() | PartialAdd() | FlagSignal() | FlagWait():
                 pass  # stream-K's hand-over between blocks, in global memory (the interpreter)
             case Ticket():
@@ -424,7 +441,10 @@ class _Block:
         one on each sharing block's barrier."""
         nbytes = s.bytes if isinstance(s, ExpectTx) else 0
         sharers = isinstance(s, Arrive) and s.sharers
-        for block in sharing_ranks(self.k, a.block) if sharers else (a.block,):
+        blocks = sharing_ranks(self.k, a.block) if sharers else [a.block]
+        if isinstance(s, Arrive) and s.rank is not None:  # split_k via cluster: one block's
+            blocks = [int(evaluate(s.rank, a.env))]
+        for block in blocks:
             node = self.step(elected)
             self.event("arrive", node, elected, self.bar(s.bar, a.env, block), nbytes, s, where)
             if block != a.block:
@@ -471,6 +491,11 @@ class _Block:
                 buf = self.k.buffer(name)
                 slot = Const((first + part) % stages)
                 yield SharedTile(name, slot, (Const(0), Const(0)), buf.rows, buf.cols), (lo, hi)
+
+    def partials(self) -> SharedTile:
+        """`split_k S via cluster`'s Ps, the whole buffer (a block's partial sum)."""
+        buf = self.k.buffer("Ps")
+        return SharedTile("Ps", Const(0), (Const(0), Const(0)), buf.rows, buf.cols)
 
     def access(
         self,
@@ -595,7 +620,10 @@ def _sizes(kernel: KernelIR):
             *((2, 3, pid, 3 * stages) for pid in (0, 1, 2)),
         ]
     drawn: list[int | None] = [None]
-    if kernel.grid_split:  # split_k S: the first and the last slice of one tile, each
+    if kernel.split_cluster:  # split_k S via cluster: a tile's slices, one cluster
+        s = kernel.grid_split
+        grids = [(1, s, 0, steps) for steps in (1, s * stages + 1)]
+    elif kernel.grid_split:  # split_k S: the first and the last slice of one tile, each
         s = kernel.grid_split  # drawing the last ticket (it stores C) or the first
         grids = [(1, s, pid, steps) for pid in sorted({0, s - 1}) for steps in (1, s * stages + 1)]
         drawn = [s - 1, 0]
@@ -610,7 +638,9 @@ def _sizes(kernel: KernelIR):
             env[name] = int(evaluate(e, env))
         with_launch_scalars(kernel, env)
         who = "one block" if cm * cn == 1 else f"one cluster of {cm} x {cn} blocks"
-        if blocks > 1:
+        if kernel.split_cluster:
+            who = f"one cluster of the tile's {kernel.grid_split} slices"
+        elif blocks > 1:
             who = f"{'block' if cm * cn == 1 else 'cluster'} {pid} of {blocks}"
         drew = f", drawing ticket {ticket}" if ticket is not None else ""
         yield env, f" ({who} of {tiles} tile(s), {steps} K step(s) each{drew})"

@@ -112,6 +112,22 @@ pid / S (slice pid % S), and the consumers end in a fix-up that no block waits i
 The adds run in slice order whichever slice draws the last ticket, so C has the same bits
 on every run; no block waits for another, so the grid need not be resident at once.
 
+With `split_k S via cluster` the tile's S slices are one thread-block cluster (rank =
+slice), and the partial sums go through distributed shared memory (`_cluster_fix_up`):
+
+    if slice == 0:                             the tile's first slice
+      wait.cluster sums[0] parity 0            every other slice's arrival (acquire)
+      for c in 1 .. S:                         in slice order
+        partial.add acc += Ps of block c       mapa + ld.shared::cluster
+      barrier.warp; arrive taken[0] of each c  their shared memory may go
+      store C
+    else:
+      partial.store Ps <- acc                  its own shared memory (Ps, BM x BN floats)
+      barrier.warp; arrive sums[0] of block 0  lane 0, a release at cluster scope
+      wait taken[0] parity 0                   slice 0 has read it: the block may exit
+
+No workspace and no ticket; the same additions in the same order as the workspace's.
+
 The kernel the pass returns has been proven (tiledsl.models.mbarrier_hazards): its
 handoffs order every shared-memory access under every interleaving of the roles, and no
 wait can deadlock. Each handoff statement's decision — the race or deadlock it prevents —
@@ -171,7 +187,9 @@ from ..ir.nodes import (
     Multicast,
     PartialAdd,
     PartialFetch,
+    PartialFromPeer,
     PartialStore,
+    PartialToShared,
     ProxyFence,
     Role,
     Roles,
@@ -217,10 +235,11 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
         Role("consumer", split.consumer, consumer_tile),
     )
     used = {t.dst.buffer for t in loads}
+    shared_partial = (_partial_buffer(kernel),) if s.split_via == "cluster" else ()
     specialized = replace(
         kernel,
         body=(*_grid_lets(kernel, k_loop), roles, *_cluster_exit(kernel)),
-        buffers=(*(b for b in kernel.buffers if b.name in used), *staging),
+        buffers=(*(b for b in kernel.buffers if b.name in used), *staging, *shared_partial),
         mbarriers=_mbarriers(kernel),
         producer_warps=1,
         teams=s.teams,
@@ -229,6 +248,7 @@ def warp_specialization(kernel: KernelIR) -> KernelIR:
         split_k=s.split_k,
         aligned=s.aligned,
         grid_split=s.grid_split,
+        split_cluster=s.grid_split > 0 and s.split_via == "cluster",
     )
     # The pipeline's block barriers are gone: the handoffs order the roles' accesses, and
     # the proof says so (or refuses the kernel), with what each handoff statement prevents.
@@ -402,7 +422,9 @@ def _consumer(kernel: KernelIR, k_loop: For, step: Let, position: int) -> tuple[
         # with an epilogue, its EpilogueFrags (from lowering) come first; a stream-K piece
         # adds the partial sums of the tile's other pieces first, or hands its own over
         *(
-            _ticketed_fix_up(kernel, fills, stores)
+            _cluster_fix_up(kernel, stores)
+            if s.grid_split and s.split_via == "cluster"
+            else _ticketed_fix_up(kernel, fills, stores)
             if s.grid_split
             else _fix_up(kernel, stores)
             if piece
@@ -597,6 +619,81 @@ def _ticketed_fix_up(
     return ticketed_fix_up(kernel.schedule.grid_split, Barrier("consumers", why), fills, stores)
 
 
+def _cluster_fix_up(kernel: KernelIR, stores: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """The end of a `split_k S via cluster` slice (module text): the tile's slices are one
+    cluster (rank = slice). Every slice but the first leaves its partial sum in its own
+    `Ps` and tells slice 0 (an arrival on its `sums`), then waits until slice 0 has read
+    it (`taken`), so that its shared memory outlives the reads; slice 0 waits for them all,
+    adds them in slice order from their shared memory, hands each back, and stores C."""
+    count = Const(kernel.schedule.grid_split, "SPLIT_K")
+    peers = (Const(1), count)  # the slices after the first, in order
+    gather = For(
+        "c",
+        *peers,
+        1,
+        (PartialFromPeer(Var("c"), "slice c's partial sum, from its shared memory"),),
+        unroll=True,
+        comment="the other slices' partial sums, in slice order",
+    )
+    returned = For(
+        "c",
+        *peers,
+        1,
+        (
+            Arrive(
+                BarrierRef("taken", Const(0)),
+                "slice c's partial sum is read: its block may exit",
+                rank=Var("c"),
+            ),
+        ),
+        unroll=True,
+        comment="each other slice's shared memory, handed back",
+    )
+    owner = (
+        Wait(
+            BarrierRef("sums", Const(0)),
+            Const(0),
+            "every other slice's partial sum is in its shared memory (acquire, cluster scope)",
+            cluster=True,
+        ),
+        gather,
+        Barrier("warp", "every lane of the warpgroup has read the other slices' partial sums"),
+        returned,
+        *stores,
+    )
+    contributor = (
+        PartialToShared("this slice's partial sum, for slice 0 of the tile"),
+        Barrier("warp", "every lane's part of the partial sum is in Ps before lane 0's arrival"),
+        Arrive(
+            BarrierRef("sums", Const(0)),
+            "this slice's partial sum is in its shared memory (release, cluster scope)",
+            rank=Const(0),
+        ),
+        Wait(
+            BarrierRef("taken", Const(0)),
+            Const(0),
+            "slice 0 has read this slice's partial sum: the block may exit",
+        ),
+    )
+    return (If(Var("slice"), "==", Const(0), owner, contributor),)
+
+
+def _partial_buffer(kernel: KernelIR) -> SharedBuffer:
+    """Ps: `split_k S via cluster`'s partial sum of the block, BM x BN floats in its own
+    bytes (the stage slots may still be read by another warpgroup's last wgmmas)."""
+    bm, bn, _ = kernel.schedule.block
+    return SharedBuffer(
+        "Ps",
+        "f32",
+        1,
+        bm,
+        bn,
+        bn,
+        "split_k via cluster: this slice's partial sum, for slice 0 to read",
+        kernel.schedule.loc("split_k"),
+    )
+
+
 def _stream_k_loop(kernel: KernelIR, piece: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     """A block's stream-K tiles (tiledsl.ir.grid.stream_k_split): tile u of its share, the
     tile's raster place and the block's K steps of it, then `piece` on them."""
@@ -761,6 +858,29 @@ def _mbarriers(kernel: KernelIR) -> tuple[MBarrier, ...]:
             ),
         ),
         *((turn,) if teams > 1 else ()),
+        *(_split_barriers(kernel) if kernel.schedule.split_via == "cluster" else ()),
+    )
+
+
+def _split_barriers(kernel: KernelIR) -> tuple[MBarrier, ...]:
+    """`split_k S via cluster`: slice 0's `sums` (an arrival per consumer warpgroup of each
+    other slice) and every other slice's `taken` (one per consumer warpgroup of slice 0)."""
+    others = kernel.schedule.grid_split - 1
+    return (
+        MBarrier(
+            "sums",
+            1,
+            kernel.warp_count * others,
+            "slice 0's: the other slices' partial sums are in their Ps (an arrival per "
+            "consumer warpgroup of each)",
+        ),
+        MBarrier(
+            "taken",
+            1,
+            kernel.warp_count,
+            "the other slices': slice 0 has read this block's Ps (an arrival per consumer "
+            "warpgroup of slice 0)",
+        ),
     )
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import graphviz
 
-from ..ir.expr import evaluate
+from ..ir.expr import Var, evaluate
 from ..ir.grid import FLAG_DEFER_STEPS, SK_MAX_FILL
 from ..ir.nodes import (
     K_BLOCKS,
@@ -39,7 +39,9 @@ from ..ir.nodes import (
     MmaCommit,
     PartialAdd,
     PartialFetch,
+    PartialFromPeer,
     PartialStore,
+    PartialToShared,
     Stmt,
     Ticket,
     TmaLoad,
@@ -135,8 +137,14 @@ def handoffs_graph(kernel: KernelIR, file: str) -> str:
             if role.name == "consumer" and kernel.schedule.epilogue_via == "tma":
                 c.node("epilogue", _epilogue_cell(kernel))
                 c.edge(f"consumer{steps - 1}", "epilogue", style="dashed", color="#c8c8c8")
-            if role.name == "consumer" and kernel.hands_over:
-                cell = _ticket_cell(kernel) if kernel.grid_split else _fix_up_cell(kernel)
+            if role.name == "consumer" and (kernel.hands_over or kernel.split_cluster):
+                cell = (
+                    _cluster_cell(kernel)
+                    if kernel.split_cluster
+                    else _ticket_cell(kernel)
+                    if kernel.grid_split
+                    else _fix_up_cell(kernel)
+                )
                 c.node("fixup", cell)
                 c.edge(f"consumer{steps - 1}", "fixup", style="dashed", color="#c8c8c8")
     for q in range(steps):  # each step's cells in one column
@@ -380,6 +388,26 @@ def _ticket_cell(kernel: KernelIR) -> str:
         f"the slice that draws ticket {kernel.grid_split - 1} (the last), for each slice in order:",
         f"{len(end)}. {stmt_text(end[-1])}",
         "then its epilogue and C store, once, on the whole sum; the others exit",
+    ]
+    return _lines_table(lines, "#e3eef5")
+
+
+def _cluster_cell(kernel: KernelIR) -> str:
+    """`split_k S via cluster`: how the other slices' partial sums reach slice 0, in the
+    IR's own statements (tiledsl.passes.warp_specialization._cluster_fix_up)."""
+    roles = kernel.specialization
+    assert roles is not None
+    fix_up = next(s for s in roles.consumer.body if isinstance(s, If) and s.lhs == Var("slice"))
+    handoffs = (PartialToShared, PartialFromPeer, Arrive, Wait)
+    owner = [s for s in walk(fix_up.then) if isinstance(s, handoffs)]
+    others = [s for s in walk(fix_up.orelse) if isinstance(s, handoffs)]
+    lines = [
+        f"split-K in a cluster: the {kernel.grid_split} slices of a tile, one cluster",
+        "every slice but the first, at the end of its K steps:",
+        *(f"{i}. {stmt_text(s)}" for i, s in enumerate(others, 1)),
+        "slice 0 (each statement of a loop once per other slice, in slice order):",
+        *(f"{i}. {stmt_text(s)}" for i, s in enumerate(owner, len(others) + 1)),
+        "then its epilogue and C store, once, on the whole sum",
     ]
     return _lines_table(lines, "#e3eef5")
 
