@@ -402,8 +402,8 @@ class _Block:
                 peer = int(evaluate(s.rank, a.env))
                 for t in issuers:
                     n = self.step(t)
-                    lanes = ("Ps read", peer)
-                    self.access(self.partials(), a, t, False, False, n, n, s, lanes, block=peer)
+                    reads = ("Ps read", peer)  # each thread its own pieces, as written
+                    self.access(self.partials(), a, t, False, False, n, n, s, reads, block=peer)
                     if peer != a.block:
                         where = self.where(a)
                         self.remote.append((n, peer, f"`{_text(s)}` ({where}) reads the Ps of"))
