@@ -55,7 +55,8 @@ GENERATED = frozenset(
     cluster_sync tma_load_2d_multicast mbarrier_arrive_remote signal_flag wait_flag
     take_ticket fence_proxy_async_global bulk_load direct_vector direct_vector_inside direct_word
     named_barrier __stcg __ldcg make_float4 float4
-    __floats2bfloat162_rn __half2 __floats2half2_rn Divisor __umulhi"""
+    __floats2bfloat162_rn __half2 __floats2half2_rn Divisor __umulhi
+    mbarrier_arrive_cluster mbarrier_wait_cluster peer_load_float4"""
     # the fma path's helpers (tiledsl.emit.fma)
     """ fma_dot8 warp_total pair_to_float2"""
     # the kernel's constants (its `NAME_schedule` namespace)
@@ -63,7 +64,7 @@ GENERATED = frozenset(
     BETA Cs CS_ROWS CS_COLS CS_PITCH STAGES STAGE_BYTES STORE_COLUMNS PRODUCER_REGISTERS
     CONSUMER_REGISTERS TEAMS CLUSTER_M CLUSTER_N CLUSTER_SIZE SK_PARTS SK_MAX_FILL SPLIT_K
     CONSUMER_THREADS CONSUMERS_BARRIER PARTIAL_FLOATS FLAG_DEFER_STEPS WARPS_K Ks KS_ROWS
-    KS_PITCH BLOCKS_PER_SM K_RUNS RUN_TEAMS TEAM_THREADS SLICE_MULTIPLE"""
+    KS_PITCH BLOCKS_PER_SM K_RUNS RUN_TEAMS TEAM_THREADS SLICE_MULTIPLE Ps PS_ROWS PS_PITCH"""
     # MUSA's host launcher calls the kernel beside this local
     """ blocks""".split()
 )
@@ -80,7 +81,7 @@ GENERATED_LOCALS = frozenset(
     dp_rounds sk_steps workers slices sk_first sk_last u k_lo k_hi partial sum sk_blocks sk_quotient
     sk_remainder u_tile c_base c_first value multiplier shift tickets ticket ticket_box counter
     drawn slice last_step fetched at part from flag_at handed kteam kr kt_sum vec0 vec1 a_vec b_vec
-    extent inside k_run slice_steps word bf16 BF16 aw bw total""".split()
+    extent inside k_run slice_steps word bf16 BF16 aw bw total sums taken""".split()
 )
 
 #: Locals declared `extern` (the dynamic shared memory): they have linkage, so they may not
