@@ -59,7 +59,7 @@ import numpy as np
 
 from ..ir.dtypes import VALUE, convert, decode, encode
 from ..ir.expr import INT32, evaluate, variables
-from ..ir.fetch import fetch_parts, part_bytes, part_spans
+from ..ir.fetch import fetch_parts, part_bytes, part_spans, partial_bytes, row_bytes
 from ..ir.grid import cluster_place, grid_vars, multicast_ranks, sharing_ranks, tile_steps
 from ..ir.nodes import (
     DTYPE_BYTES,
@@ -976,7 +976,7 @@ class _Interpreter:
         """(the 2-byte units of Ps each consumer thread writes or reads, by thread; the
         threads): 16 bytes of every consumer thread at a time, thread after thread."""
         threads = ag.warps * self.warp_width
-        rows = self.kernel.buffer("Ps").rows * self.kernel.buffer("Ps").cols // 4 // threads
+        rows = partial_bytes(self.kernel) // row_bytes(self.kernel)  # the workspace's rows
         per = 16 // UNIT  # a float4's units
         first = ag.memory.offsets["Ps"] // UNIT
         t = np.arange(threads)[:, None, None]
