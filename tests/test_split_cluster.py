@@ -165,6 +165,14 @@ def test_check_and_compile_name_the_cluster_split(capsys) -> None:
     assert r.code == 0, r.err
     r = cli(["check", str(EXAMPLE), "--size", "16x4096x11008"], capsys)
     assert r.code == 0, r.err
+    # the schedule, the split and the grid as a cluster of the slices, not the workspace's
+    assert "warp_specialize  split_k 2 via cluster  " in r.out
+    lines = r.out.splitlines()
+    split = lines[line_of(r.out, "  split-K  ") - 1]
+    assert "one thread-block cluster of 2" in split and "over distributed shared memory" in split
+    assert "workspace:" not in split and "ticket counter" not in split
+    grid = lines[line_of(r.out, "64 tiles in 2 slices of 43 K steps") - 1]
+    assert "as a cluster (64 clusters)" in grid and "no block waits for another" not in grid
 
 
 # ---------------------------------------------------------------- the directive

@@ -318,7 +318,17 @@ def _splits(kernel: KernelIR) -> list[str]:
                 "it (at that piece's last step if it has fewer; at once if the share has no "
                 "next piece), so that its stores drain under those steps' wgmmas"
             )
-    if kernel.grid_split:
+    if kernel.split_cluster:
+        bm, bn, _ = s.block
+        out.append(
+            f"  split-K  a block per slice of every tile, {kernel.grid_split} slices of its K "
+            f"steps, the tile's slices one thread-block cluster of {kernel.grid_split}: every "
+            f"slice but the first leaves its f32 partial sum ({bm * bn * 4} bytes) in its Ps "
+            "and arrives on slice 0's `sums`; slice 0 adds them over distributed shared memory "
+            "in slice order, hands each Ps back (`taken`) and stores C; no workspace, no "
+            "ticket; a slice's block stays until slice 0 has read its Ps"
+        )
+    elif kernel.grid_split:
         bm, bn, _ = s.block
         out.append(
             f"  split-K  a block per slice of every tile, {kernel.grid_split} slices of its K "
@@ -634,7 +644,7 @@ def schedule_line(kernel: KernelIR) -> str:
         kind = f" {s.split_word}" + (f" {s.split_k}" if s.split_k else "")
         parts.append("persistent" + (kind if s.split_word else ""))
     if s.grid_split:
-        parts.append(f"split_k {s.grid_split}")
+        parts.append(f"split_k {s.grid_split}" + (" via cluster" if kernel.split_cluster else ""))
     if s.cluster_size > 1:
         parts.append(f"cluster {s.cluster[0]}x{s.cluster[1]}")
     pads = ", ".join(

@@ -108,11 +108,17 @@ def _split_lines(kernel: KernelIR, size: tuple[int, int, int], sms: int, whose: 
     steps = f"{min(widths)}" if len(widths) == 1 else f"{min(widths)}-{max(widths)}"
     past = f"; {last - k_steps} past K, read as zeros" if last > k_steps else ""
     shown = "x".join(map(str, size))
+    placed = (
+        f"the hardware places each tile's {slices} slices together as a cluster ({tiles} "
+        "clusters) as earlier ones finish; the slices wait only for each other, within their cluster"
+        if kernel.split_cluster
+        else "the hardware hands them to the SMs as earlier ones finish, and no block waits "
+        "for another"
+    )
     return [
         f"  the grid at {shown} on {sms} SMs ({whose})",
         f"    {tiles} tiles in {slices} slices of {steps} K steps ({k_steps} a tile{past}): "
-        f"{tiles * slices} blocks, {tiles * slices / sms:.2f} per SM; the hardware hands "
-        "them to the SMs as earlier ones finish, and no block waits for another",
+        f"{tiles * slices} blocks, {tiles * slices / sms:.2f} per SM; {placed}",
         "",
     ]
 
