@@ -110,7 +110,8 @@ def _split_lines(kernel: KernelIR, size: tuple[int, int, int], sms: int, whose: 
     shown = "x".join(map(str, size))
     placed = (
         f"the hardware places each tile's {slices} slices together as a cluster ({tiles} "
-        "clusters) as earlier ones finish; the slices wait only for each other, within their cluster"
+        "clusters) as earlier ones finish; the slices wait only for each other, within "
+        "their cluster"
         if kernel.split_cluster
         else "the hardware hands them to the SMs as earlier ones finish, and no block waits "
         "for another"
