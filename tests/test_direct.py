@@ -262,11 +262,17 @@ def test_check_names_the_runs(tmp_path, capsys) -> None:
 def test_emitted_vectors_once_per_group_and_an_interior_step() -> None:
     source = compile_file(EXAMPLE).source
     assert "direct_vector_inside(" in source and "direct_vector(" in source
-    # the interior step's loads and the edge step's: a vector each per line, two lines of A
+    # the interior step's loads, the ragged step's and the edge step's: a vector each per
+    # line, two lines of A
     inside = re.findall(r"a_vec\[\w+\]\[0\]\[0\] = direct_vector_inside\(", source)
     edge = re.findall(r"a_vec\[\w+\]\[0\]\[0\] = direct_vector\(", source)
     kernels = len(compile_file(EXAMPLE).kernels)
-    assert len(inside) == len(edge) == kernels  # once per kernel in each version of its K step
+    assert len(edge) == kernels  # once per kernel in the edge's version of its K step
+    assert len(inside) == 2 * kernels  # and in the interior's and the ragged step's
+    # the ragged step: each vector tested against K as well as its line, as a select
+    ragged = re.findall(r"direct_vector_inside\([^;]*\+ 8 <= K\);", source)
+    assert len(ragged) == 3 * kernels  # rows g and g + 8 of the weights, the lane's token
+    assert source.count("// the last step of a ragged K of whole vectors, on 16 bytes") == kernels
     assert "if (((kk * MMA_K) / 16 % 2) == 0) {  // the group's first step loads" in source
     assert "if (kteam == 0) {  // K team 0; the others hold the same sum" in source
     assert "const int kteam = warp / (WARPS_M * WARPS_N);" in source
@@ -277,7 +283,8 @@ def test_emitted_vectors_once_per_group_and_an_interior_step() -> None:
 def test_ptx_one_vector_load_per_line_and_group(tmp_path) -> None:
     """few_tokens_direct: BK = 128 is 4 groups of 32 columns; a group's vectors (2 rows of
     the weights, 1 of tokens) load once for its two k16 steps: 12 16-byte loads in each
-    version of the step (inside K, and the edge's), 24 in all, not 48."""
+    version of the step (inside K, the ragged last step's, and the edge's), 36 in all, not
+    72."""
     k_source = compile_file(EXAMPLE).source
     cu = tmp_path / "d.cu"
     cu.write_text(k_source)
@@ -291,7 +298,7 @@ def test_ptx_one_vector_load_per_line_and_group(tmp_path) -> None:
     first = text[
         text.index(".entry few_tokens_direct(") : text.index(".entry few_tokens_direct_16")
     ]
-    assert first.count("ld.global.nc.v4") == 24
+    assert first.count("ld.global.nc.v4") == 36
 
 
 def test_check_reports_every_size(capsys) -> None:

@@ -130,12 +130,22 @@ def test_odd_sizes_run_the_guarded_twin(path: Path) -> None:
 @pytest.mark.parametrize("example", ["few_tokens_direct", "few_tokens_fma"])
 @pytest.mark.parametrize(
     "size",
-    [(1, 4096, 11008), (16, 12288, 4096), (3, 37, 517), (1, 1, 1), (127, 61, 37), (5, 100, 999)],
+    [
+        (1, 4096, 11008),
+        (16, 12288, 4096),
+        (3, 37, 517),
+        (1, 1, 1),
+        (127, 61, 37),
+        (5, 100, 999),
+        (7, 45, 1000),
+    ],
 )
 def test_the_direct_path_runs_every_size_itself(example, size) -> None:
     """stages 0 (examples/direct): mma.sync's guarded vectors, K teams, C by team 0, and
     the fma path's (a warp a row, the warp's partials added by shuffles, split_k); at the
-    few-token shapes, at odd ones, and where K's rows are not a whole 16 bytes (999)."""
+    few-token shapes, at odd ones, where K's rows are not a whole 16 bytes (999), and where
+    they are but K is not a whole K step (1000: the ragged step's vectors tested against K,
+    some lanes' in and some out)."""
     from helpers import ROOT
 
     compiled = compile_file(ROOT / "examples" / "direct" / f"{example}.tile")

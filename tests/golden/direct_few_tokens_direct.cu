@@ -159,7 +159,30 @@ few_tokens_direct(const half* __restrict__ A, const half* __restrict__ B, half* 
                 }
                 mma_m16n8k16_f16_f32(acc[0][0], a[0][0], b[0][0]);
             }
-        } else {  // the last step of a ragged K, or an operand not on 16 bytes
+        } else if (K % 8 == 0 && (reinterpret_cast<unsigned long long>(B) | reinterpret_cast<unsigned long long>(A)) % 16 == 0) {  // the last step of a ragged K of whole vectors, on 16 bytes
+            // fragment steps of one block step
+            #pragma unroll
+            for (int kk = 0; kk < 8; ++kk) {
+                {  // a[0][0] <- B: the lane's 16 bytes of K of rows g and g + 8 (K permuted within 32 columns: words 2s, 2s + 1 are step s's)
+                    if (((kk * MMA_K) / 16 % 2) == 0) {  // the group's first step loads its vectors
+                        a_vec[0][0][0] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&B[(long long)(bm * BM + wm * MMA_M + g) * K + ((kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2))]), bm * BM + wm * MMA_M + g < N && (kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2) + 8 <= K);
+                        a_vec[0][0][1] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&B[(long long)(bm * BM + wm * MMA_M + g + 8) * K + ((kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2))]), bm * BM + wm * MMA_M + g + 8 < N && (kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2) + 8 <= K);
+                    }
+                    a[0][0][0] = direct_word(a_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 0);
+                    a[0][0][1] = direct_word(a_vec[0][0][1], 2 * ((kk * MMA_K) / 16 % 2) + 0);
+                    a[0][0][2] = direct_word(a_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 1);
+                    a[0][0][3] = direct_word(a_vec[0][0][1], 2 * ((kk * MMA_K) / 16 % 2) + 1);
+                }
+                {  // b[0][0] <- A: the lane's 16 bytes of K of token g (K permuted within 32 columns: words 2s, 2s + 1 are step s's)
+                    if (((kk * MMA_K) / 16 % 2) == 0) {  // the group's first step loads its vectors
+                        b_vec[0][0][0] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&A[(long long)(bn * BN + wn * MMA_N + g) * K + ((kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2))]), bn * BN + wn * MMA_N + g < M && (kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2) + 8 <= K);
+                    }
+                    b[0][0][0] = direct_word(b_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 0);
+                    b[0][0][1] = direct_word(b_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 1);
+                }
+                mma_m16n8k16_f16_f32(acc[0][0], a[0][0], b[0][0]);
+            }
+        } else {  // an operand not on 16 bytes, or K not a multiple of 8
             // fragment steps of one block step
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk) {
@@ -301,7 +324,42 @@ few_tokens_direct_16(const half* __restrict__ A, const half* __restrict__ B, hal
                     }
                 }
             }
-        } else {  // the last step of a ragged K, or an operand not on 16 bytes
+        } else if (K % 8 == 0 && (reinterpret_cast<unsigned long long>(B) | reinterpret_cast<unsigned long long>(A)) % 16 == 0) {  // the last step of a ragged K of whole vectors, on 16 bytes
+            // fragment steps of one block step
+            #pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+                #pragma unroll
+                for (int i = 0; i < 1; ++i) {
+                    {  // a[i][0] <- B: the lane's 16 bytes of K of rows g and g + 8 (K permuted within 32 columns: words 2s, 2s + 1 are step s's)
+                        if (((kk * MMA_K) / 16 % 2) == 0) {  // the group's first step loads its vectors
+                            a_vec[i][0][0] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&B[(long long)(bm * BM + (wm + i) * MMA_M + g) * K + ((kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2))]), bm * BM + (wm + i) * MMA_M + g < N && (kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2) + 8 <= K);
+                            a_vec[i][0][1] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&B[(long long)(bm * BM + (wm + i) * MMA_M + g + 8) * K + ((kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2))]), bm * BM + (wm + i) * MMA_M + g + 8 < N && (kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2) + 8 <= K);
+                        }
+                        a[i][0][0] = direct_word(a_vec[i][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 0);
+                        a[i][0][1] = direct_word(a_vec[i][0][1], 2 * ((kk * MMA_K) / 16 % 2) + 0);
+                        a[i][0][2] = direct_word(a_vec[i][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 1);
+                        a[i][0][3] = direct_word(a_vec[i][0][1], 2 * ((kk * MMA_K) / 16 % 2) + 1);
+                    }
+                }
+                #pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    {  // b[0][j] <- A: the lane's 16 bytes of K of token g (K permuted within 32 columns: words 2s, 2s + 1 are step s's)
+                        if (((kk * MMA_K) / 16 % 2) == 0) {  // the group's first step loads its vectors
+                            b_vec[0][j][0] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&A[(long long)(bn * BN + (wn * 2 + j) * MMA_N + g) * K + ((kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2))]), bn * BN + (wn * 2 + j) * MMA_N + g < M && (kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2) + 8 <= K);
+                        }
+                        b[0][j][0] = direct_word(b_vec[0][j][0], 2 * ((kk * MMA_K) / 16 % 2) + 0);
+                        b[0][j][1] = direct_word(b_vec[0][j][0], 2 * ((kk * MMA_K) / 16 % 2) + 1);
+                    }
+                }
+                #pragma unroll
+                for (int i = 0; i < 1; ++i) {
+                    #pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        mma_m16n8k16_f16_f32(acc[i][j], a[i][0], b[0][j]);
+                    }
+                }
+            }
+        } else {  // an operand not on 16 bytes, or K not a multiple of 8
             // fragment steps of one block step
             #pragma unroll
             for (int kk = 0; kk < 4; ++kk) {
@@ -468,7 +526,30 @@ few_tokens_direct_split(const half* __restrict__ A, const half* __restrict__ B, 
                 }
                 mma_m16n8k16_f16_f32(acc[0][0], a[0][0], b[0][0]);
             }
-        } else {  // the last step of a ragged K, or an operand not on 16 bytes
+        } else if (K % 8 == 0 && (reinterpret_cast<unsigned long long>(B) | reinterpret_cast<unsigned long long>(A)) % 16 == 0) {  // the last step of a ragged K of whole vectors, on 16 bytes
+            // fragment steps of one block step
+            #pragma unroll
+            for (int kk = 0; kk < 8; ++kk) {
+                {  // a[0][0] <- B: the lane's 16 bytes of K of rows g and g + 8 (K permuted within 32 columns: words 2s, 2s + 1 are step s's)
+                    if (((kk * MMA_K) / 16 % 2) == 0) {  // the group's first step loads its vectors
+                        a_vec[0][0][0] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&B[(long long)(bm * BM + wm * MMA_M + g) * K + ((k_lo + kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2))]), bm * BM + wm * MMA_M + g < N && (k_lo + kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2) + 8 <= K);
+                        a_vec[0][0][1] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&B[(long long)(bm * BM + wm * MMA_M + g + 8) * K + ((k_lo + kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2))]), bm * BM + wm * MMA_M + g + 8 < N && (k_lo + kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2) + 8 <= K);
+                    }
+                    a[0][0][0] = direct_word(a_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 0);
+                    a[0][0][1] = direct_word(a_vec[0][0][1], 2 * ((kk * MMA_K) / 16 % 2) + 0);
+                    a[0][0][2] = direct_word(a_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 1);
+                    a[0][0][3] = direct_word(a_vec[0][0][1], 2 * ((kk * MMA_K) / 16 % 2) + 1);
+                }
+                {  // b[0][0] <- A: the lane's 16 bytes of K of token g (K permuted within 32 columns: words 2s, 2s + 1 are step s's)
+                    if (((kk * MMA_K) / 16 % 2) == 0) {  // the group's first step loads its vectors
+                        b_vec[0][0][0] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&A[(long long)(bn * BN + wn * MMA_N + g) * K + ((k_lo + kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2))]), bn * BN + wn * MMA_N + g < M && (k_lo + kr * WARPS_K + kteam) * BK + kk * MMA_K + 4 * t - 16 * ((kk * MMA_K) / 16 % 2) + 8 <= K);
+                    }
+                    b[0][0][0] = direct_word(b_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 0);
+                    b[0][0][1] = direct_word(b_vec[0][0][0], 2 * ((kk * MMA_K) / 16 % 2) + 1);
+                }
+                mma_m16n8k16_f16_f32(acc[0][0], a[0][0], b[0][0]);
+            }
+        } else {  // an operand not on 16 bytes, or K not a multiple of 8
             // fragment steps of one block step
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk) {

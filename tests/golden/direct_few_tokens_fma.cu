@@ -122,7 +122,15 @@ few_tokens_fma(const half* __restrict__ A, const half* __restrict__ B, half* __r
                 b[0][0] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&A[(long long)(bn + wn) * K + (kt * BK + kk * MMA_K + 8 * lane)]), bn + wn < M);
                 acc[0][0] = fma_dot8<false>(a[0][0], b[0][0], acc[0][0]);
             }
-        } else {  // the last step of a ragged K, or an operand not on 16 bytes
+        } else if (K % 8 == 0 && (reinterpret_cast<unsigned long long>(B) | reinterpret_cast<unsigned long long>(A)) % 16 == 0) {  // the last step of a ragged K of whole vectors, on 16 bytes
+            // fragment steps of one block step
+            #pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+                a[0][0] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&B[(long long)(bm * BM + wm) * K + (kt * BK + kk * MMA_K + 8 * lane)]), bm * BM + wm < N && kt * BK + kk * MMA_K + 8 * lane + 8 <= K);
+                b[0][0] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&A[(long long)(bn + wn) * K + (kt * BK + kk * MMA_K + 8 * lane)]), bn + wn < M && kt * BK + kk * MMA_K + 8 * lane + 8 <= K);
+                acc[0][0] = fma_dot8<false>(a[0][0], b[0][0], acc[0][0]);
+            }
+        } else {  // an operand not on 16 bytes, or K not a multiple of 8
             // fragment steps of one block step
             #pragma unroll
             for (int kk = 0; kk < 4; ++kk) {
@@ -201,7 +209,15 @@ few_tokens_fma_split(const half* __restrict__ A, const half* __restrict__ B, hal
                 b[0][0] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&A[(long long)(bn + wn) * K + (kt * BK + kk * MMA_K + 8 * lane)]), bn + wn < M);
                 acc[0][0] = fma_dot8<false>(a[0][0], b[0][0], acc[0][0]);
             }
-        } else {  // the last step of a ragged K, or an operand not on 16 bytes
+        } else if (K % 8 == 0 && (reinterpret_cast<unsigned long long>(B) | reinterpret_cast<unsigned long long>(A)) % 16 == 0) {  // the last step of a ragged K of whole vectors, on 16 bytes
+            // fragment steps of one block step
+            #pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+                a[0][0] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&B[(long long)(bm * BM + wm) * K + (kt * BK + kk * MMA_K + 8 * lane)]), bm * BM + wm < N && kt * BK + kk * MMA_K + 8 * lane + 8 <= K);
+                b[0][0] = direct_vector_inside(reinterpret_cast<const unsigned short*>(&A[(long long)(bn + wn) * K + (kt * BK + kk * MMA_K + 8 * lane)]), bn + wn < M && kt * BK + kk * MMA_K + 8 * lane + 8 <= K);
+                acc[0][0] = fma_dot8<false>(a[0][0], b[0][0], acc[0][0]);
+            }
+        } else {  // an operand not on 16 bytes, or K not a multiple of 8
             // fragment steps of one block step
             #pragma unroll
             for (int kk = 0; kk < 4; ++kk) {

@@ -128,7 +128,7 @@ class FmaLowering(MmaSyncLowering):
         return super().statement(emitter, k, s)  # the ticket
 
 
-def _vector_load(emitter, k: KernelIR, s: LoadFrag, interior: bool) -> list[str]:
+def _vector_load(emitter, k: KernelIR, s: LoadFrag, interior: str) -> list[str]:
     """The lane's 16-byte vector of the fragment's line, K elements 8 lane .. 8 lane + 7
     (zeros outside the operand; element by element where it reaches past K)."""
     role = k.fragment(s.frag.name).role

@@ -30,9 +30,11 @@ vector, a1/a3 from row g + 8's; B's b0/b1 from token g's). The sum over the grou
 same sum, added in another order. The group's first step loads the vectors into
 registers of their own (`a_vec`, `b_vec`), its second reads them again. A K step that lies
 inside K with both operands on 16 bytes loads each vector at once, only its line tested
-(`direct_vector_inside`); any other step vector by vector, element by element where a
-vector reaches past K or is not on 16 bytes, zeros outside (`direct_vector`): the kernel
-runs every size itself. C leaves from the registers, rounded element by element.
+(`direct_vector_inside`), and so does the last step of a ragged K whose rows are whole
+vectors (K a multiple of 8), each vector tested against K too; any other step vector by
+vector, element by element where a vector reaches past K or is not on 16 bytes, zeros
+outside (`direct_vector`): the kernel runs every size itself. C leaves from the
+registers, rounded element by element.
 """
 
 from __future__ import annotations
@@ -60,6 +62,12 @@ from ..ir.nodes import (
 from ..ir.paths import MMA_SYNC
 from .lowering import PathLowering
 from .partials import TICKET_HELPERS, partial_sum
+
+#: The direct path's three forms of a K step's loads (`MmaSyncLowering._direct_step`): a step
+#: inside K on 16 bytes (each vector one load, its line tested), the last step of a ragged K
+#: of whole vectors (one load, its line and K tested), any other (element by element where
+#: a vector reaches past K or is not on 16 bytes).
+INSIDE, RAGGED, EDGE = "inside", "ragged", "edge"
 
 #: (role, tile storage layout) -> (ldmatrix helper, lane's row in the tile, its column)
 LDMATRIX = {
@@ -214,15 +222,21 @@ class MmaSyncLowering(PathLowering):
             return self._direct_step(emitter, k, s)
         return paired_loop(emitter, k, s)
 
-    #: while the direct path's K step is emitted for a step inside K (`_direct_step`)
-    interior = False
+    #: which of the direct path's K steps is being emitted (`_direct_step`): INSIDE, RAGGED,
+    #: or EDGE (the default, what any statement outside a direct K step takes)
+    interior = EDGE
 
     def _direct_step(self, emitter, k: KernelIR, s: For) -> list[str]:
-        """The direct path's fragment steps of one K step, twice: for a step that lies
-        inside K with every operand on 16 bytes (each vector one load, only its line
-        tested), and for any other (the last step of a ragged K, unaligned operands):
-        vector by vector, element by element where it must. The IR's loads are the same
-        guarded loads either way."""
+        """The direct path's fragment steps of one K step, three times: for a step that
+        lies inside K with every operand on 16 bytes (each vector one load, only its line
+        tested); for the last step of a ragged K whose rows are whole vectors (K a multiple
+        of 8, operands on 16 bytes: each vector one load, tested against its line and K,
+        a vector past K all zeros), so that its loads, too, leave before its first multiply
+        (element by element, each vector's loads wait on the multiply before them: the
+        step's load latencies one after another, a microsecond at the end of every warp's
+        K loop); and for any other (unaligned operands, or K not a multiple of 8): vector by
+        vector, element by element where it must. The IR's loads are the same guarded
+        loads in each."""
         first = next(st for st in walk(s.body) if isinstance(st, LoadFrag))
         tile = first.src
         assert isinstance(tile, GlobalTile)
@@ -235,22 +249,27 @@ class MmaSyncLowering(PathLowering):
         # each operand's rows a whole 16 bytes (once per leading dimension: both are K here)
         leads = dict.fromkeys(emitter.expr(op.leading_dim) for op in (g.a, g.b))
         lines = " && ".join(f"{lead} % 8 == 0" for lead in leads)
-        cond = (
-            f"if ({emitter.expr(k0)} + BK <= {emitter.expr(g.k)} && {lines} "
-            f"&& ({aligned}) % 16 == 0) {{  // a K step inside K, on 16 bytes"
-        )
+        extent = emitter.expr(g.k)
+        on_16_bytes = f"{lines} && ({aligned}) % 16 == 0"
+        # ... and K a whole number of vectors (said once where a leading dimension is K)
+        whole = " && ".join(f"{x} % 8 == 0" for x in dict.fromkeys((*leads, extent)))
         loop = replace(s, role="")  # emitted by the shared emitter from here
-        self.interior = True
-        try:
-            inside = emitter.stmts(k, (loop,))
-        finally:
-            self.interior = False
-        edge = emitter.stmts(k, (loop,))
+        bodies = {}
+        for mode in (INSIDE, RAGGED, EDGE):
+            self.interior = mode
+            try:
+                bodies[mode] = emitter.stmts(k, (loop,))
+            finally:
+                self.interior = EDGE
         return [
-            cond,
-            *("    " + x for x in inside),
-            "} else {  // the last step of a ragged K, or an operand not on 16 bytes",
-            *("    " + x for x in edge),
+            f"if ({emitter.expr(k0)} + BK <= {extent} && {on_16_bytes}) {{"
+            "  // a K step inside K, on 16 bytes",
+            *("    " + x for x in bodies[INSIDE]),
+            f"}} else if ({whole} && ({aligned}) % 16 == 0) {{"
+            "  // the last step of a ragged K of whole vectors, on 16 bytes",
+            *("    " + x for x in bodies[RAGGED]),
+            "} else {  // an operand not on 16 bytes, or K not a multiple of 8",
+            *("    " + x for x in bodies[EDGE]),
             "}",
         ]
 
@@ -290,9 +309,10 @@ def declarations(k: KernelIR) -> list[str]:
     return out
 
 
-def statement(emitter, k: KernelIR, s, interior: bool = False) -> list[str] | None:
+def statement(emitter, k: KernelIR, s, interior: str = EDGE) -> list[str] | None:
     """The mma.sync spelling of a fragment statement, or None for anything else
-    (`interior`: a direct path's load in a K step inside K, `MmaSyncLowering._direct_step`)."""
+    (`interior`: which form of a direct path's K step a load is in, INSIDE, RAGGED or EDGE,
+    `MmaSyncLowering._direct_step`)."""
     match s:
         case Fill():
             return _fill(k, s)
@@ -424,7 +444,7 @@ def _elementwise_load(emitter, k: KernelIR, s: LoadFrag) -> list[str]:
     return out
 
 
-def _direct_load(emitter, k: KernelIR, s: LoadFrag, interior: bool) -> list[str]:
+def _direct_load(emitter, k: KernelIR, s: LoadFrag, interior: str) -> list[str]:
     """A or B straight from global memory on the direct path (see the module's text): one
     16-byte vector per row of the lane (A: rows g and g + 8; B: token g), K permuted within
     its 32-column group, each register a word of a vector."""
@@ -456,20 +476,24 @@ def _direct_load(emitter, k: KernelIR, s: LoadFrag, interior: bool) -> list[str]
 
 
 def direct_vector_call(
-    emitter, k: KernelIR, tile: GlobalTile, role: str, row: str, col: str, interior: bool
+    emitter, k: KernelIR, tile: GlobalTile, role: str, row: str, col: str, interior: str
 ) -> str:
     """The helper call that loads the lane's 16-byte vector of K at element (row, col) of a
     direct tile (A: a row of the row-major M x K operand; B: a column of the column-major
-    K x N one): only its line tested in a K step inside K (`interior`), else element by
-    element where it reaches past K."""
+    K x N one): only its line tested in a K step inside K (`interior` INSIDE), its line and
+    K in the last step of a ragged K of whole vectors (RAGGED), else element by element
+    where it reaches past K (EDGE)."""
     gr, gc = emitter.global_rc(tile, row, col)
     line, along = (gr, gc) if role == "matrix_a" else (gc, gr)
     count = k.gemm.m if role == "matrix_a" else k.gemm.n
     pointer = f"reinterpret_cast<const unsigned short*>(&{emitter.element(k, tile, row, col)})"
     inside = f"{line} < {emitter.expr(count)}"
-    if interior:
+    if interior == INSIDE:
         return f"direct_vector_inside({pointer}, {inside})"
-    return f"direct_vector({pointer}, {inside}, {along}, {emitter.expr(k.gemm.k)})"
+    extent = emitter.expr(k.gemm.k)
+    if interior == RAGGED:  # K a multiple of 8 and the vector on 8 elements: in or out whole
+        return f"direct_vector_inside({pointer}, {inside} && {along} + 8 <= {extent})"
+    return f"direct_vector({pointer}, {inside}, {along}, {extent})"
 
 
 def _along_k(pair: tuple, role: str):
