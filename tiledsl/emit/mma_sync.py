@@ -232,9 +232,9 @@ class MmaSyncLowering(PathLowering):
         tested); for the last step of a ragged K whose rows are whole vectors (K a multiple
         of 8, operands on 16 bytes: each vector one load, tested against its line and K,
         a vector past K all zeros), so that its loads, too, leave before its first multiply
-        (element by element, each vector's loads wait on the multiply before them: the
-        step's load latencies one after another, a microsecond at the end of every warp's
-        K loop); and for any other (unaligned operands, or K not a multiple of 8): vector by
+        (element by element, each vector's loads wait on the multiply before them, as
+        the SASS shows: the step's load latencies one after another at the end of every
+        warp's K loop); and for any other (unaligned operands, or K not a multiple of 8): vector by
         vector, element by element where it must. The IR's loads are the same guarded
         loads in each."""
         first = next(st for st in walk(s.body) if isinstance(st, LoadFrag))
