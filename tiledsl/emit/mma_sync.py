@@ -250,22 +250,22 @@ class MmaSyncLowering(PathLowering):
         leads = dict.fromkeys(emitter.expr(op.leading_dim) for op in (g.a, g.b))
         lines = " && ".join(f"{lead} % 8 == 0" for lead in leads)
         extent = emitter.expr(g.k)
-        on_16_bytes = f"{lines} && ({aligned}) % 16 == 0"
+        pointers = f"({aligned}) % 16 == 0"
         # ... and K a whole number of vectors (said once where a leading dimension is K)
         whole = " && ".join(f"{x} % 8 == 0" for x in dict.fromkeys((*leads, extent)))
         loop = replace(s, role="")  # emitted by the shared emitter from here
         bodies = {}
-        for mode in (INSIDE, RAGGED, EDGE):
-            self.interior = mode
-            try:
+        try:
+            for mode in (INSIDE, RAGGED, EDGE):
+                self.interior = mode
                 bodies[mode] = emitter.stmts(k, (loop,))
-            finally:
-                self.interior = EDGE
+        finally:
+            self.interior = EDGE
         return [
-            f"if ({emitter.expr(k0)} + BK <= {extent} && {on_16_bytes}) {{"
+            f"if ({emitter.expr(k0)} + BK <= {extent} && {lines} && {pointers}) {{"
             "  // a K step inside K, on 16 bytes",
             *("    " + x for x in bodies[INSIDE]),
-            f"}} else if ({whole} && ({aligned}) % 16 == 0) {{"
+            f"}} else if ({whole} && {pointers}) {{"
             "  // the last step of a ragged K of whole vectors, on 16 bytes",
             *("    " + x for x in bodies[RAGGED]),
             "} else {  // an operand not on 16 bytes, or K not a multiple of 8",
